@@ -1,0 +1,17 @@
+"""Registers every toolgym environment id with Gymnasium (imported by `import toolgym`)."""
+
+from __future__ import annotations
+
+from gymnasium.envs.registration import register, registry
+
+ENV_IDS: dict[str, str] = {
+    "toolgym/Calculator-v0": "toolgym.envs.calculator:CalculatorEnv",
+    "toolgym/Calendar-v0": "toolgym.envs.calendar:CalendarEnv",
+}
+
+
+def register_envs() -> None:
+    """Register every id in `ENV_IDS` once (importing toolgym twice is harmless)."""
+    for env_id, entry_point in ENV_IDS.items():
+        if env_id not in registry:
+            register(id=env_id, entry_point=entry_point, disable_env_checker=True)
