@@ -126,7 +126,7 @@ class ToolEnv(gym.Env[str, str]):
         parsed = parse_action(action)
         records, responses, components = self._run_calls(parsed)
         messages: list[JsonDict] = [_assistant_message(action, parsed, records)]
-        messages.extend(_tool_message(record, text) for record, text in zip(records, responses))
+        messages.extend(_tool_message(record, text) for record, text in zip(records, responses, strict=True))
         terminated = parsed.answer is not None
         if terminated:
             components.update(self._score(parsed.answer))
@@ -172,7 +172,7 @@ class ToolEnv(gym.Env[str, str]):
         self._messages = copy.deepcopy(state["messages"])
         self._load_world_state(copy.deepcopy(state["world"]))
         self._install_tools(state["tools"])
-        for hook, hook_state in zip(self.hooks, state["hooks"]):
+        for hook, hook_state in zip(self.hooks, state["hooks"], strict=True):
             hook.set_state(hook_state)
         self._specs = self._visible_specs()
 
