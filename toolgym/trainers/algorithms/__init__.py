@@ -1,0 +1,1 @@
+"""Shared machinery of the algorithm plug-ins: registries and the Algorithm built from a preset."""
