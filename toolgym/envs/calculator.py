@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import json
 import operator
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -13,7 +14,7 @@ from toolgym.envs.core import ToolEnv
 from toolgym.schemas import Task
 from toolgym.simulators import Tool, ToolError, tool
 
-_BINARY = {
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -22,7 +23,7 @@ _BINARY = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 _MAX_EXPRESSION = 200
 _TEMPLATES = (
     "What is {e}?",
@@ -53,11 +54,11 @@ def _eval_node(node: ast.AST) -> int | float:
         if isinstance(node.op, ast.Pow) and abs(right) > 64:
             raise ToolError("exponent too large")
         try:
-            return _BINARY[type(node.op)](left, right)
+            return cast(int | float, _BINARY[type(node.op)](left, right))
         except ZeroDivisionError:
             raise ToolError("division by zero") from None
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_eval_node(node.operand))
+        return cast(int | float, _UNARY[type(node.op)](_eval_node(node.operand)))
     raise ToolError(f"unsupported element in expression: {type(node).__name__}")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -70,7 +70,7 @@ def _check_slot(
 def _event(world: World, event_id: str) -> dict[str, Any]:
     if event_id not in world["events"]:
         raise ToolError(f"no event with id '{event_id}'")
-    return world["events"][event_id]
+    return cast(dict[str, Any], world["events"][event_id])
 
 
 @tool(inject=["world"])

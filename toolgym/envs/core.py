@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import uuid
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -33,7 +33,7 @@ class ToolEnv(gym.Env[str, str]):
     else — parsing, validation, info records, truncation, snapshot and fork, hooks — lives here.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012
     tool_error_penalty: float = 0.05
 
     def __init__(
@@ -354,8 +354,8 @@ def _tool_message(record: JsonDict, text: str) -> JsonDict:
     return {"role": "tool", "tool_call_id": record["id"], "content": content}
 
 
-def _jsonable_rng_state(state: JsonDict) -> JsonDict:
-    return json.loads(json.dumps(state))
+def _jsonable_rng_state(state: Mapping[str, Any]) -> JsonDict:
+    return cast(JsonDict, json.loads(json.dumps(dict(state))))
 
 
 __all__ = ["RawCall", "ToolEnv"]

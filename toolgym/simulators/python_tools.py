@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, get_type_hints
+from typing import Any, cast, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
@@ -142,7 +142,7 @@ def _output_schema(fn: Callable[..., Any]) -> JsonDict | None:
     if hint is None or hint is Any or hint is type(None):
         return None
     try:
-        return _clean_schema(TypeAdapter(hint).json_schema())
+        return cast(JsonDict, _clean_schema(TypeAdapter(hint).json_schema()))
     except Exception:  # noqa: BLE001 - an unschemable return type simply has no output schema
         return None
 
@@ -172,6 +172,25 @@ def make_tool(
     return Tool(fn, spec, model)
 
 
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    inject: Iterable[str] = (),
+    read_only: bool = True,
+    writes: Iterable[str] = (),
+    reads: Iterable[str] = (),
+    price: float = 0.0,
+    latency: float = 0.0,
+    tags: Iterable[str] = (),
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
 def tool(
     fn: Callable[..., Any] | None = None,
     *,
@@ -184,7 +203,7 @@ def tool(
     price: float = 0.0,
     latency: float = 0.0,
     tags: Iterable[str] = (),
-) -> Any:
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Decorate a typed function so that it becomes a `Tool`.
 
     Usable bare (`@tool`) or with options (`@tool(read_only=False, writes=["events"], price=0.01)`).
