@@ -30,6 +30,9 @@ class AdvOut:
     aux: dict[str, Any] = field(default_factory=dict)  # extra tensors (e.g. teacher_mask), logs
 
 
+LogprobFn = Callable[[RolloutBatch], Tensor]  # batch -> current-policy logprobs [B, T]
+
+
 class AdvantageEstimator(Protocol):
     """compute(batch, state) -> AdvOut; update_state after the actor update (stateful ones)."""
 
@@ -43,6 +46,7 @@ class AdvantageEstimator(Protocol):
         batch: RolloutBatch,
         state: dict[str, Any],
         post_update_logprobs: Tensor | None = None,
+        logprob_fn: LogprobFn | None = None,
     ) -> None: ...
 
 
@@ -66,8 +70,13 @@ class Estimator:
         batch: RolloutBatch,
         state: dict[str, Any],
         post_update_logprobs: Tensor | None = None,
+        logprob_fn: LogprobFn | None = None,
     ) -> None:
-        """Update persistent state after the actor update (no-op by default)."""
+        """Update persistent state after the actor update (no-op by default).
+
+        post_update_logprobs [B, T]: the updated policy's logprobs of `batch`; logprob_fn
+        scores any RolloutBatch with the updated policy (SPO re-scores stored responses).
+        """
 
 
 # ---------------------------------------------------------------- pure building blocks

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from toolgym.trainers import advantages as adv_mod
 from toolgym.trainers import aggregators, losses, regularizers, rewards, samplers
-from toolgym.trainers.advantages import AdvantageEstimator, AdvOut
+from toolgym.trainers.advantages import AdvantageEstimator, AdvOut, LogprobFn
 from toolgym.trainers.aggregators import GlobalCounts
 from toolgym.trainers.algorithms.preset import MethodPreset, PluginRef, RegularizerRef
 from toolgym.trainers.batch import RolloutBatch
@@ -117,10 +117,14 @@ class Algorithm:
         return out
 
     def update_state(
-        self, batch: RolloutBatch, state: dict[str, Any], post_update_logprobs: Tensor | None = None
+        self,
+        batch: RolloutBatch,
+        state: dict[str, Any],
+        post_update_logprobs: Tensor | None = None,
+        logprob_fn: LogprobFn | None = None,
     ) -> None:
-        """Let a stateful estimator update after the actor step."""
-        self.estimator.update_state(batch, state, post_update_logprobs)
+        """Let a stateful estimator update after the actor step (see `Estimator.update_state`)."""
+        self.estimator.update_state(batch, state, post_update_logprobs, logprob_fn)
 
     def loss(
         self,
