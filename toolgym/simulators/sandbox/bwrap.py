@@ -1,0 +1,167 @@
+"""Bubblewrap backend: namespaces, no network, read-only system, tmpfs home, rlimits, cgroups."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+from toolgym.simulators.sandbox._proc import (
+    PipeChannel,
+    host_python,
+    make_preexec,
+    rlimits_for,
+    runner_source,
+)
+from toolgym.simulators.sandbox.base import ChannelSandbox, SandboxUnavailable
+from toolgym.simulators.sandbox.cgroup import Cgroup
+from toolgym.simulators.sandbox.limits import SandboxLimits
+
+logger = logging.getLogger(__name__)
+
+WORKDIR = "/work"
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Harmless files from /etc that programs commonly expect; never shadow, never the host's secrets.
+_ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime")
+_NAMESPACES = (
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+)
+_UID_RANGE = (2_000_000, 3_000_000)
+
+
+def _system_binds() -> list[str]:
+    args: list[str] = []
+    for path in _SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in _ETC_FILES:
+        args += ["--ro-bind-try", path, path]
+    return args
+
+
+def _tmpfs(path: str, size: int) -> list[str]:
+    return ["--perms", "1777", "--size", str(size), "--tmpfs", path]
+
+
+def _environment() -> list[str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": WORKDIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+    args = ["--clearenv"]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return args
+
+
+def _drop_privileges(uid: int) -> list[str]:
+    """Become an unprivileged uid (RLIMIT_NPROC does not bind uid 0) with no capabilities."""
+    if os.geteuid() != 0:
+        return []
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+    ]
+
+
+class BwrapSandbox(ChannelSandbox):
+    """Runs code under bubblewrap (``bwrap``).
+
+    Each sandbox gets fresh IPC, PID, network, UTS and cgroup namespaces (so no network at all,
+    loopback included), a read-only view of /usr and the interpreter's prefix only (no /etc
+    secrets, no /home, no project files), tmpfs at ``/work`` (the private working directory) and
+    ``/tmp`` sized by ``limits.disk_bytes``, a cleared environment, and rlimits. When the host
+    runs as root, the code runs as a random unprivileged uid without capabilities, so
+    RLIMIT_NPROC binds and sandboxes cannot touch each other's processes; a cgroup caps the
+    sandbox's total memory and processes where the cgroup filesystem is writable.
+
+    Args:
+        limits: Resource limits (defaults to :class:`SandboxLimits`).
+        python: Interpreter to run inside (default: the one running toolgym).
+        ro_binds: Extra host paths to expose read-only at the same path (e.g. a site-packages).
+        use_cgroups: Also confine each sandbox in a cgroup when possible.
+        bwrap: Name or path of the bubblewrap binary.
+    """
+
+    name = "bwrap"
+    private_pids = True
+
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        *,
+        python: str | None = None,
+        ro_binds: Sequence[str] = (),
+        use_cgroups: bool = True,
+        bwrap: str = "bwrap",
+    ) -> None:
+        super().__init__(limits)
+        executable, prefixes = host_python()
+        self.python = python or executable
+        self._binds = [*prefixes, *ro_binds]
+        self._use_cgroups = use_cgroups
+        self._bwrap = shutil.which(bwrap)
+        if self._bwrap is None:
+            raise SandboxUnavailable("bubblewrap is not installed (apt-get install -y bubblewrap)")
+
+    def command(self, argv: Sequence[str], uid: int) -> list[str]:
+        """Build the full bwrap command line that runs ``argv`` in a new sandbox."""
+        assert self._bwrap is not None
+        args = [self._bwrap, *_NAMESPACES, "--die-with-parent", "--new-session"]
+        if os.geteuid() != 0:
+            args += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
+        args += ["--hostname", "sandbox", *_system_binds()]
+        for path in self._binds:
+            args += ["--ro-bind", path, path]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += _tmpfs("/tmp", self.limits.disk_bytes) + _tmpfs(WORKDIR, self.limits.disk_bytes)
+        args += ["--chdir", WORKDIR, *_environment(), "--"]
+        return args + _drop_privileges(uid) + list(argv)
+
+    def spawn(self) -> PipeChannel:
+        """Start the REPL runner in a new bubblewrap sandbox."""
+        uid = _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
+        cgroup = Cgroup.create(self.limits) if self._use_cgroups else None
+        hooks = [cgroup.join] if cgroup is not None else []
+        argv = self.command([self.python, "-I", "-c", runner_source()], uid)
+        try:
+            return PipeChannel(
+                argv,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                preexec=make_preexec(rlimits_for(self.limits), hooks),
+                on_kill=cgroup.remove if cgroup is not None else None,
+            )
+        except OSError:
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+
+
+@functools.cache
+def bwrap_works() -> bool:
+    """True when bubblewrap is installed and can start a sandbox on this machine."""
+    try:
+        sandbox = BwrapSandbox(use_cgroups=False)
+    except SandboxUnavailable:
+        return False
+    argv = sandbox.command([sandbox.python, "-I", "-c", "pass"], _UID_RANGE[0])
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        logger.info("bubblewrap probe failed: %s", e)
+        return False
+    if proc.returncode != 0:
+        logger.info("bubblewrap probe failed: %s", proc.stderr.decode(errors="replace").strip())
+    return proc.returncode == 0

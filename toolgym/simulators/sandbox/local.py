@@ -1,0 +1,85 @@
+"""Subprocess fallback backend: rlimits and a private directory only, NOT an isolation boundary."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from toolgym.simulators.sandbox._proc import (
+    PipeChannel,
+    host_python,
+    make_preexec,
+    rlimits_for,
+    runner_source,
+)
+from toolgym.simulators.sandbox.base import ChannelSandbox
+from toolgym.simulators.sandbox.limits import SandboxLimits
+
+logger = logging.getLogger(__name__)
+
+NOBODY = 65534
+UNSAFE_MESSAGE = (
+    "toolgym sandbox: using the 'subprocess' backend, which applies rlimits and a private "
+    "working directory but does NOT isolate the file system or the network. Install "
+    "bubblewrap (apt-get install -y bubblewrap) or run a Docker engine for real isolation."
+)
+
+
+class SubprocessSandbox(ChannelSandbox):
+    """Runs code in a plain child process with rlimits, a cleared environment and a temp dir.
+
+    When the host runs as root and the interpreter is reachable by others, the child drops to
+    uid ``nobody`` so RLIMIT_NPROC binds (it never binds root). Use
+    only where neither bubblewrap nor Docker is available: constructing one emits a
+    ``RuntimeWarning``.
+    """
+
+    name = "subprocess"
+
+    def __init__(self, limits: SandboxLimits | None = None, *, warn: bool = True) -> None:
+        super().__init__(limits)
+        if warn:
+            warnings.warn(UNSAFE_MESSAGE, RuntimeWarning, stacklevel=2)
+            logger.warning(UNSAFE_MESSAGE)
+        self.python = host_python()[0]
+        #: Drop to uid nobody (so RLIMIT_NPROC binds) when root and nobody can run the interpreter.
+        self.as_nobody = os.geteuid() == 0 and _others_can_run(self.python)
+
+    def spawn(self) -> PipeChannel:
+        """Start the REPL runner in a child process with rlimits and a fresh working dir."""
+        root = tempfile.mkdtemp(prefix="toolgym-sandbox-")
+        workdir, tmpdir = os.path.join(root, "work"), os.path.join(root, "tmp")
+        for path in (workdir, tmpdir):
+            os.mkdir(path, 0o700)
+            if self.as_nobody:
+                os.chown(path, NOBODY, NOBODY)
+        hooks: list[Callable[[], None]] = [_become_nobody] if self.as_nobody else []
+        env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": tmpdir, "LANG": "C.UTF-8"}
+        try:
+            return PipeChannel(
+                [self.python, "-I", "-c", runner_source()],
+                env=env,
+                cwd=workdir,
+                preexec=make_preexec(rlimits_for(self.limits), hooks),
+                on_kill=lambda: shutil.rmtree(root, ignore_errors=True),
+            )
+        except OSError:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+
+
+def _others_can_run(executable: str) -> bool:
+    """True when a uid other than the owner may traverse to and execute ``executable``."""
+    path = Path(os.path.realpath(executable))
+    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
+
+
+def _become_nobody() -> None:
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
