@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import ast
+import functools
 import json
 import operator
+import random
+import re
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -14,16 +16,6 @@ from toolgym.envs.core import ToolEnv
 from toolgym.schemas import Task
 from toolgym.simulators import Tool, ToolError, tool
 
-_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 _MAX_EXPRESSION = 200
 _TEMPLATES = (
     "What is {e}?",
@@ -35,31 +27,80 @@ _TEMPLATES = (
 _OPERATORS = ("+", "-", "*")
 
 
+_TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d*)?|\.\d+)|(\*\*|//|[-+*/%()]))")
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "//": 2, "%": 2, "**": 3}
+_APPLY: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "//": operator.floordiv,
+    "%": operator.mod,
+    "**": operator.pow,
+}
+
+
+def _tokenize(expression: str) -> list[str]:
+    tokens: list[str] = []
+    position, end = 0, len(expression.rstrip())
+    while position < end:
+        match = _TOKEN.match(expression, position)
+        if match is None:
+            raise ToolError(f"not an arithmetic expression: unexpected {expression[position:].strip()[:10]!r}")
+        tokens.append(match.group(1) or match.group(2))
+        position = match.end()
+    return tokens
+
+
+@functools.lru_cache(maxsize=4096)
 def evaluate_expression(expression: str) -> int | float:
-    """Evaluate an arithmetic expression safely (numbers, + - * / // % **, parentheses)."""
+    """Evaluate an arithmetic expression (numbers, + - * / // % **, parentheses, unary signs)."""
     if len(expression) > _MAX_EXPRESSION:
         raise ToolError(f"expression too long ({len(expression)} > {_MAX_EXPRESSION} characters)")
+    tokens = _tokenize(expression)
+    if not tokens:
+        raise ToolError("empty expression")
+    value, position = _parse_binary(tokens, 0, 1)
+    if position != len(tokens):
+        raise ToolError(f"not an arithmetic expression: unexpected {tokens[position]!r}")
+    return value
+
+
+def _parse_binary(tokens: list[str], position: int, min_precedence: int) -> tuple[int | float, int]:
+    """Precedence climbing: parse operators binding at least as tightly as `min_precedence`."""
+    left, position = _parse_unary(tokens, position)
+    while position < len(tokens) and _PRECEDENCE.get(tokens[position], 0) >= min_precedence:
+        op = tokens[position]
+        next_min = _PRECEDENCE[op] + (0 if op == "**" else 1)  # ** is right-associative
+        right, position = _parse_binary(tokens, position + 1, next_min)
+        left = _apply(op, left, right)
+    return left, position
+
+
+def _parse_unary(tokens: list[str], position: int) -> tuple[int | float, int]:
+    if position >= len(tokens):
+        raise ToolError("not an arithmetic expression: it ends too early")
+    token = tokens[position]
+    if token in ("-", "+"):
+        value, position = _parse_unary(tokens, position + 1)
+        return (-value if token == "-" else value), position
+    if token == "(":
+        value, position = _parse_binary(tokens, position + 1, 1)
+        if position >= len(tokens) or tokens[position] != ")":
+            raise ToolError("not an arithmetic expression: unbalanced parentheses")
+        return value, position + 1
+    if token[0].isdigit() or token[0] == ".":
+        return (float(token) if "." in token else int(token)), position + 1
+    raise ToolError(f"not an arithmetic expression: unexpected {token!r}")
+
+
+def _apply(op: str, left: int | float, right: int | float) -> int | float:
+    if op == "**" and abs(right) > 64:
+        raise ToolError("exponent too large")
     try:
-        tree = ast.parse(expression.strip(), mode="eval")
-    except SyntaxError as error:
-        raise ToolError(f"not an arithmetic expression: {error.msg}") from None
-    return _eval_node(tree.body)
-
-
-def _eval_node(node: ast.AST) -> int | float:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _eval_node(node.left), _eval_node(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > 64:
-            raise ToolError("exponent too large")
-        try:
-            return cast(int | float, _BINARY[type(node.op)](left, right))
-        except ZeroDivisionError:
-            raise ToolError("division by zero") from None
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return cast(int | float, _UNARY[type(node.op)](_eval_node(node.operand)))
-    raise ToolError(f"unsupported element in expression: {type(node).__name__}")
+        return cast(int | float, _APPLY[op](left, right))
+    except ZeroDivisionError:
+        raise ToolError("division by zero") from None
 
 
 @tool
@@ -75,12 +116,12 @@ def calculator(expression: str) -> str:
     return str(value)
 
 
-def generate_expression(rng: np.random.Generator) -> str:
+def generate_expression(rng: random.Random) -> str:
     """A random expression of 1–3 operations over integers 1–99, with parentheses where they matter."""
-    text = str(int(rng.integers(1, 100)))
-    for _ in range(int(rng.integers(1, 4))):
-        op = _OPERATORS[int(rng.integers(len(_OPERATORS)))]
-        operand = str(int(rng.integers(1, 100)))
+    text = str(rng.randint(1, 99))
+    for _ in range(rng.randint(1, 3)):
+        op = rng.choice(_OPERATORS)
+        operand = str(rng.randint(1, 99))
         wrap = " " in text and (op == "*" or rng.random() < 0.3)
         left = f"({text})" if wrap else text
         text = f"{operand} {op} {left}" if rng.random() < 0.2 else f"{left} {op} {operand}"
@@ -89,9 +130,9 @@ def generate_expression(rng: np.random.Generator) -> str:
 
 def make_calculator_task(index: int) -> Task:
     """The task with id `calc-<index>`: the same index always gives the same problem."""
-    rng = np.random.default_rng(index)
+    rng = random.Random(index)
     expression = generate_expression(rng)
-    instruction = _TEMPLATES[int(rng.integers(len(_TEMPLATES)))].format(e=expression)
+    instruction = rng.choice(_TEMPLATES).format(e=expression)
     answer = calculator(expression=expression)
     call = json.dumps({"name": "calculator", "arguments": {"expression": expression}})
     return Task(
@@ -153,7 +194,7 @@ class CalculatorEnv(ToolEnv):
 
     def _make_task(self, rng: np.random.Generator, task_id: str | None) -> Task:
         if task_id is None:
-            return make_calculator_task(int(rng.integers(2**31)))
+            return make_calculator_task(int(rng.bit_generator.random_raw()) >> 33)
         prefix, _, number = str(task_id).partition("-")
         if prefix != "calc" or not number.isdigit():
             raise ValueError(f"Calculator task ids look like 'calc-<non-negative int>', got {task_id!r}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -101,7 +100,7 @@ class ToolEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         options = options or {}
         self.task = self._make_task(self.np_random, options.get("task_id"))
-        self._episode_id = str(uuid.UUID(bytes=self.np_random.bytes(16), version=4))
+        self._episode_id = _episode_uuid(self.np_random)
         self._turn, self._done, self._total_reward = 0, False, 0.0
         self._install_tools(options.get("tools", "all"))
         for hook in self.hooks:
@@ -114,7 +113,10 @@ class ToolEnv(gym.Env[str, str]):
         info = self._base_info(list(self._messages), [], {})
         info["tools"] = [spec.to_openai() for spec in self._specs]
         info["task_id"] = self.task.id
-        return self.task.instruction, info
+        notes = [note for hook in self.hooks if (note := getattr(hook, "on_reset_end", _no_note)(info))]
+        if notes:  # e.g. the budget tracker: shown with the task, recorded in the user message
+            self._messages[-1]["content"] = "\n".join([self.task.instruction, *notes])
+        return str(self._messages[-1]["content"]), info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, JsonDict]:
         """Run the calls in `action`; a final answer ends the episode."""
@@ -191,6 +193,11 @@ class ToolEnv(gym.Env[str, str]):
     def messages(self) -> list[JsonDict]:
         """The OpenAI-format transcript of the current episode."""
         return self._messages
+
+    @property
+    def base_tool_specs(self) -> list[ToolSpec]:
+        """The specs of the episode's tools before hooks transform them (drift, distractors, ...)."""
+        return [tool.spec for tool in self._tools.values()]
 
     @property
     def tool_specs(self) -> list[ToolSpec]:
@@ -293,6 +300,10 @@ class ToolEnv(gym.Env[str, str]):
         return observation, truncated
 
 
+def _no_note(info: JsonDict) -> str | None:
+    return None
+
+
 def _hooks_from_kwargs(budget: JsonDict | None, faults: JsonDict | None) -> list[StepHook]:
     hooks: list[StepHook] = []
     if budget is not None:
@@ -352,6 +363,13 @@ def _tool_message(record: JsonDict, text: str) -> JsonDict:
     if not record["name"]:  # an unparseable call has no assistant tool_call to answer
         return {"role": "user", "content": content}
     return {"role": "tool", "tool_call_id": record["id"], "content": content}
+
+
+def _episode_uuid(rng: np.random.Generator) -> str:
+    """A UUID-formatted id drawn from the env's RNG (reproducible under the same seed)."""
+    raw = rng.bit_generator.random_raw(2)
+    digits = f"{int(raw[0]):016x}{int(raw[1]):016x}"
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
 def _jsonable_rng_state(state: Mapping[str, Any]) -> JsonDict:

@@ -60,6 +60,8 @@ def _load_json(text: str) -> Any:
 
 def _parse_hermes(action: str) -> ParsedAction:
     parsed = ParsedAction(content=action, answer=_find_answer(action))
+    if _OPEN_TAG not in action:
+        return parsed
     for block in _TOOL_CALL.findall(action):
         _add_call(parsed, _load_json(block.strip()), block)
     dangling = action.count(_OPEN_TAG) - len(parsed.calls) - len(parsed.errors)
@@ -101,5 +103,7 @@ def _parse_openai_message(message: dict[str, Any]) -> ParsedAction:
 
 
 def _find_answer(text: str) -> str | None:
+    if "<answer>" not in text:
+        return None
     answers = _ANSWER.findall(text)
     return answers[-1].strip() if answers else None
