@@ -43,6 +43,10 @@ class BaseHook:
     def on_reset(self, env: ToolEnv) -> None:
         """Called at the end of `reset`, once the task and tools are set."""
 
+    def on_reset_end(self, info: dict[str, Any]) -> str | None:
+        """Add to the reset info; return a note to show with the task (optional: called only if defined)."""
+        return None
+
     def transform_specs(self, specs: list[ToolSpec]) -> list[ToolSpec]:
         """Change the tool list the agent sees (rename, hide, add distractors)."""
         return specs
