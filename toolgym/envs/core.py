@@ -22,6 +22,7 @@ NO_ACTION_HINT = (
     "or give the final answer as <answer>...</answer>."
 )
 TURN_LIMIT_MESSAGE = "Turn limit reached: the episode is over."
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 class ToolEnv(gym.Env[str, str]):
@@ -232,8 +233,13 @@ class ToolEnv(gym.Env[str, str]):
             result = ToolResult.failure(ErrorKind.PARSE, f"could not parse tool call: {error.message}")
             records.append(_call_record(call, result))
         for index, raw in enumerate(parsed.calls):
-            call = ToolCall(id=raw.call_id or f"call_{self._turn}_{index}", name=raw.name, arguments=raw.arguments)
-            records.append(_call_record(call, self._dispatch(call)))
+            call_id = raw.call_id or f"call_{self._turn}_{index}"
+            tool = self._tools.get(raw.name)
+            if self.hooks or tool is None:
+                call = ToolCall(id=call_id, name=raw.name, arguments=raw.arguments)
+                records.append(_call_record(call, self._dispatch(call)))
+            else:  # fast path: no hook needs the pydantic call and result objects
+                records.append(_direct_record(call_id, raw, tool))
         for record in records:
             responses.append(_response_text(record))
             if record["error_kind"] in (
@@ -334,10 +340,30 @@ def _call_record(call: ToolCall, result: ToolResult) -> JsonDict:
     return record
 
 
+def _direct_record(call_id: str, raw: RawCall, tool: Tool) -> JsonDict:
+    content, error_kind, error_message = tool.execute(raw.arguments)
+    annotations = tool.spec.annotations
+    ok = error_kind is None
+    record: JsonDict = {
+        "id": call_id,
+        "name": raw.name,
+        "arguments": raw.arguments,
+        "ok": ok,
+        "cost": annotations.price if ok else 0.0,
+        "latency": annotations.latency if ok else 0.0,
+        "error_kind": None if ok else error_kind.value,  # type: ignore[union-attr]
+    }
+    if ok:
+        record["result"] = content
+    else:
+        record["error"] = error_message
+    return record
+
+
 def _response_text(record: JsonDict) -> str:
     if record["ok"]:
         content = record["result"]
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
+        text = content if isinstance(content, str) else _JSON.encode(content)
     else:
         text = f"Error ({record['error_kind']}): {record['error']}"
     return f"<tool_response>{text}</tool_response>"
@@ -351,7 +377,7 @@ def _assistant_message(action: str, parsed: ParsedAction, records: list[JsonDict
             {
                 "id": r["id"],
                 "type": "function",
-                "function": {"name": r["name"], "arguments": json.dumps(r["arguments"], ensure_ascii=False)},
+                "function": {"name": r["name"], "arguments": _JSON.encode(r["arguments"])},
             }
             for r in calls
         ]

@@ -100,18 +100,24 @@ class Tool:
 
     def invoke(self, arguments: Any) -> ToolResult:
         """Validate, then run; every failure becomes an error result, never an exception."""
+        content, error_kind, error_message = self.execute(arguments)
+        if error_kind is not None:
+            return ToolResult.failure(error_kind, error_message or "")
+        annotations = self.spec.annotations
+        return ToolResult(ok=True, content=content, cost=annotations.price, latency=annotations.latency)
+
+    def execute(self, arguments: Any) -> tuple[Any, ErrorKind | None, str | None]:
+        """`invoke` without building a `ToolResult`: (content, error kind, error message), never raising."""
         try:
             kwargs = self._validate(arguments).__dict__
         except ValidationError as error:
-            return ToolResult.failure(ErrorKind.INVALID_ARGUMENTS, describe_validation_error(error))
+            return None, ErrorKind.INVALID_ARGUMENTS, describe_validation_error(error)
         try:
-            content = self.fn(**self._bound, **kwargs)
+            return self.fn(**self._bound, **kwargs), None, None
         except ToolError as error:
-            return ToolResult.failure(error.kind, str(error))
+            return None, error.kind, str(error)
         except Exception as error:  # noqa: BLE001 - a tool's crash is the agent's observation
-            return ToolResult.failure(ErrorKind.EXECUTION, f"{type(error).__name__}: {error}")
-        annotations = self.spec.annotations
-        return ToolResult(ok=True, content=content, cost=annotations.price, latency=annotations.latency)
+            return None, ErrorKind.EXECUTION, f"{type(error).__name__}: {error}"
 
 
 def describe_validation_error(error: ValidationError) -> str:
