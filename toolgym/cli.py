@@ -10,6 +10,7 @@ from collections.abc import Sequence
 # subcommand name -> module defining `add_arguments(parser)` and `run(args) -> int`
 SUBCOMMANDS: dict[str, str] = {
     "envs": "toolgym.envs.cli",
+    "audit": "toolgym.simulators.simulated.audit_cli",
     "serve": "toolgym.server.serve",
     "export": "toolgym.server.export",
 }

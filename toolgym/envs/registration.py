@@ -7,6 +7,7 @@ from gymnasium.envs.registration import register, registry
 ENV_IDS: dict[str, str] = {
     "toolgym/Calculator-v0": "toolgym.envs.calculator:CalculatorEnv",
     "toolgym/Calendar-v0": "toolgym.envs.calendar:CalendarEnv",
+    "toolgym/SimulatedAPI-v0": "toolgym.envs.simulated_api:SimulatedAPIEnv",
     "toolgym/Remote-v0": "toolgym.envs.remote:RemoteEnv",
 }
 

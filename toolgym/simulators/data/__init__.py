@@ -1,0 +1,1 @@
+"""Data shipped with toolgym: the embedded default catalog of simulated tools."""

@@ -1,0 +1,211 @@
+"""Make generated outputs agree with the state store, and write what they reveal back into it."""
+
+from __future__ import annotations
+
+import copy
+import random
+from functools import lru_cache
+from typing import Any
+
+import jsonschema
+
+from toolgym.simulators.simulated.state import EffectPlan, StateStore, singular
+from toolgym.simulators.simulated.values import canonical_json, derive_seed, generate_value
+
+JsonDict = dict[str, Any]
+SEARCH_KEYS = ("query", "q", "search", "keyword", "keywords", "text")
+LIMIT_KEYS = ("limit", "max_results", "page_size", "top_k")
+COUNT_KEYS = ("count", "total", "total_count")
+CONFIRM_KEYS = ("deleted", "cancelled", "canceled", "closed", "removed", "success", "ok")
+
+
+class StateConflict(LookupError):
+    """A call refers to an entity that does not exist (or creates one that already does)."""
+
+
+@lru_cache(maxsize=4096)
+def _validator(schema_json: str) -> Any:
+    import json
+
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema)
+
+
+def is_valid(value: Any, schema: JsonDict | None) -> bool:
+    """Whether `value` conforms to `schema` (None accepts anything)."""
+    return schema is None or _validator(canonical_json(schema)).is_valid(value)
+
+
+def schema_problem(value: Any, schema: JsonDict | None) -> str | None:
+    """A one-line account of why `value` violates `schema`, or None."""
+    if schema is None:
+        return None
+    error = jsonschema.exceptions.best_match(_validator(canonical_json(schema)).iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "output"
+    return f"{where}: {error.message}"[:300]
+
+
+def read_view(store: StateStore, plan: EffectPlan, arguments: JsonDict) -> list[JsonDict]:
+    """The records a call is about (shown to the backend); raises `StateConflict` for missing ids."""
+    if plan.effect == "none" or plan.entity is None or plan.id_key is None:
+        return []
+    if plan.effect == "create":
+        wanted = arguments.get(plan.id_key)
+        if wanted is not None and store.get(plan.entity, wanted) is not None:
+            raise StateConflict(f"{plan.entity} '{wanted}' already exists")
+        return []
+    if plan.effect == "list":
+        return filter_records(store.records(plan.entity), arguments)
+    record = store.get(plan.entity, arguments.get(plan.id_key))
+    if record is None:
+        raise StateConflict(f"{plan.entity} '{arguments.get(plan.id_key)}' not found")
+    return [copy.deepcopy(record)]
+
+
+def filter_records(records: list[JsonDict], arguments: JsonDict) -> list[JsonDict]:
+    """Records matching the arguments that name stored fields; search words match any text field."""
+    out = records
+    for key, wanted in arguments.items():
+        if wanted is None or key in LIMIT_KEYS:
+            continue
+        if key in SEARCH_KEYS and isinstance(wanted, str):
+            out = [r for r in out if any(wanted.casefold() in str(v).casefold() for v in r.values())]
+        elif any(key in r for r in records):
+            out = [r for r in out if _same(r.get(key), wanted)]
+    limit = next((arguments[k] for k in LIMIT_KEYS if isinstance(arguments.get(k), int)), None)
+    return copy.deepcopy(out[:limit] if limit is not None and limit >= 0 else out)
+
+
+def _same(stored: Any, wanted: Any) -> bool:
+    if isinstance(stored, str) and isinstance(wanted, str):
+        return stored.casefold() == wanted.casefold()
+    return bool(stored == wanted)
+
+
+def apply_effect(store: StateStore, plan: EffectPlan, arguments: JsonDict, output: Any, schema: JsonDict | None) -> Any:
+    """Write the call's effect into the store and return the output overlaid with stored values."""
+    if plan.effect == "none" or plan.entity is None or plan.id_key is None:
+        return echo_arguments(copy.deepcopy(output), arguments, schema)
+    output = copy.deepcopy(output)
+    entity, id_key = plan.entity, plan.id_key
+    if plan.effect == "list":
+        records = filter_records(store.records(entity), arguments)
+        return _overlay_list(store, plan, output, schema, records)
+    if plan.effect == "delete":
+        record = store.delete(entity, arguments[id_key])
+        return _confirm(overlay(output, record or {}, schema, plan, write_back=False), schema)
+    if plan.effect == "create":
+        entity_id = arguments.get(id_key) or store.new_id(entity)
+        record = {id_key: entity_id, **{k: v for k, v in arguments.items() if v is not None}}
+        store.put(entity, str(entity_id), record)
+    else:
+        record = store.get(entity, arguments[id_key]) or {}
+        if plan.effect == "update":
+            record.update({k: copy.deepcopy(v) for k, v in arguments.items() if v is not None and k != id_key})
+    return overlay(output, record, schema, plan)
+
+
+def echo_arguments(output: Any, arguments: JsonDict, schema: JsonDict | None) -> Any:
+    """Top-level output fields named like an argument repeat the argument (a forecast for the city asked)."""
+    properties = (schema or {}).get("properties") or {}
+    if isinstance(output, dict):
+        for key, value in arguments.items():
+            if key in properties and value is not None and is_valid(value, properties[key]):
+                output[key] = copy.deepcopy(value)
+    return output
+
+
+def _confirm(output: Any, schema: JsonDict | None) -> Any:
+    """A delete that happened says so: boolean confirmation flags are set to true."""
+    properties = (schema or {}).get("properties") or {}
+    if isinstance(output, dict):
+        for key in CONFIRM_KEYS:
+            if properties.get(key, {}).get("type") == "boolean":
+                output[key] = True
+    return output
+
+
+def _entity_slot(schema: JsonDict | None, entity: str) -> tuple[str | None, JsonDict] | None:
+    """Where the entity object sits in an output schema: top level (None) or under a property."""
+    if not schema or not isinstance(schema.get("properties"), dict):
+        return None
+    for name, sub in schema["properties"].items():
+        if singular(name) == entity and isinstance(sub, dict) and isinstance(sub.get("properties"), dict):
+            return name, sub
+    return None, schema
+
+
+def overlay(output: Any, record: JsonDict, schema: JsonDict | None, plan: EffectPlan, write_back: bool = True) -> Any:
+    """Replace entity fields in `output` by the record's values (where they fit the schema);
+    with `write_back`, fields the record lacks are pinned in it from the output."""
+    slot = _entity_slot(schema, plan.entity or "")
+    if slot is None or not isinstance(output, dict):
+        return output
+    name, sub = slot
+    target = output if name is None else output.setdefault(name, {})
+    if not isinstance(target, dict):
+        target = output[name] = {}
+    for prop, prop_schema in sub["properties"].items():
+        value = record.get(prop, record.get(plan.id_key or "") if prop == "id" else None)
+        if value is not None and is_valid(value, prop_schema):
+            target[prop] = copy.deepcopy(value)
+        elif write_back and prop not in record and prop != "id" and target.get(prop) is not None:
+            record[prop] = copy.deepcopy(target[prop])
+    return output
+
+
+def _array_slot(schema: JsonDict | None, entity: str) -> tuple[str | None, JsonDict] | None:
+    if not schema:
+        return None
+    if schema.get("type") == "array":
+        return None, schema.get("items") or {}
+    arrays = [
+        (n, s) for n, s in (schema.get("properties") or {}).items() if isinstance(s, dict) and s.get("type") == "array"
+    ]
+    named = [a for a in arrays if singular(a[0]) == entity]
+    chosen = (named or arrays or [None])[0]
+    return (chosen[0], chosen[1].get("items") or {}) if chosen else None
+
+
+def _overlay_list(
+    store: StateStore, plan: EffectPlan, output: Any, schema: JsonDict | None, records: list[JsonDict]
+) -> Any:
+    slot = _array_slot(schema, plan.entity or "")
+    if slot is None:
+        return output
+    name, items_schema = slot
+    generated = output if name is None else (output.get(name) if isinstance(output, dict) else None)
+    generated = generated if isinstance(generated, list) else []
+    items = [_list_item(store, plan, items_schema, records, generated, i) for i in range(len(records))]
+    if name is None:
+        return items
+    output = output if isinstance(output, dict) else {}
+    output[name] = items
+    for key in COUNT_KEYS:
+        if key in (schema or {}).get("properties", {}) and is_valid(len(records), schema["properties"][key]):  # type: ignore[index]
+            output[key] = len(records)
+    return output
+
+
+def _list_item(
+    store: StateStore,
+    plan: EffectPlan,
+    items_schema: JsonDict,
+    records: list[JsonDict],
+    generated: list[Any],
+    index: int,
+) -> Any:
+    record = records[index]
+    entity_id = record.get(plan.id_key or "")
+    if not isinstance(items_schema.get("properties"), dict):
+        return entity_id if is_valid(entity_id, items_schema) else record
+    base = generated[index] if index < len(generated) and isinstance(generated[index], dict) else None
+    if base is None:
+        base = generate_value(items_schema, random.Random(derive_seed(plan.entity, entity_id)))
+    stored = store.get(plan.entity or "", entity_id)
+    return overlay(
+        base, stored if stored is not None else record, items_schema, EffectPlan("get", plan.entity, plan.id_key)
+    )
