@@ -237,7 +237,7 @@ class ToolEnv(gym.Env[str, str]):
             tool = self._tools.get(raw.name)
             if self.hooks or tool is None:
                 call = ToolCall(id=call_id, name=raw.name, arguments=raw.arguments)
-                records.append(_call_record(call, self._dispatch(call)))
+                records.append(_call_record(call, self._dispatch(self._resolve(call))))
             else:  # fast path: no hook needs the pydantic call and result objects
                 records.append(_direct_record(call_id, raw, tool))
         for record in records:
@@ -251,9 +251,14 @@ class ToolEnv(gym.Env[str, str]):
                 components[label] = components.get(label, 0.0) - self.tool_error_penalty
         return records, responses, components
 
-    def _dispatch(self, call: ToolCall) -> ToolResult:
+    def _resolve(self, call: ToolCall) -> ToolCall:
+        """Map the agent's call onto the tool that answers it (hooks may rename); `_dispatch` gets the result."""
         for hook in self.hooks:
             call = hook.resolve_call(call)
+        return call
+
+    def _dispatch(self, call: ToolCall) -> ToolResult:
+        """Answer a resolved call: hooks first (refusals, faults), then the tool, then hooks again."""
         for hook in self.hooks:
             early = hook.before_call(call)
             if early is not None:

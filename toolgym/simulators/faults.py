@@ -272,6 +272,8 @@ class FaultInjector:
             return standing
         settings = self.config.for_tool(tool)
         kinds = settings.kinds_in(CALL_KINDS)
+        if self.config.solvable and tool in self.required:  # a silent corruption cannot be retried away
+            kinds = {k: w for k, w in kinds.items() if k not in IMPLICIT_KINDS}
         guarded = self.config.solvable and self.last_faulted.get(tool, False)
         self.last_faulted[tool] = False
         if not kinds or guarded or unit(self.key, "call", index) >= settings.rate:

@@ -1,0 +1,1 @@
+"""`toolgym eval`: run a policy (oracle, random, an OpenAI-compatible model) on an env and report the metrics."""
