@@ -27,9 +27,11 @@ class WithTurnIds(Estimator):
         out.aux["turn_ids"] = turn_index(batch)
         return out
 
-    def update_state(self, batch: RolloutBatch, state: dict[str, Any], post_update_logprobs: Any = None) -> None:
+    def update_state(
+        self, batch: RolloutBatch, state: dict[str, Any], post_update_logprobs: Any = None, logprob_fn: Any = None
+    ) -> None:
         """Delegate to the inner estimator."""
-        self.inner.update_state(batch, state, post_update_logprobs)
+        self.inner.update_state(batch, state, post_update_logprobs, logprob_fn)
 
 
 ESTIMATORS.register("with_turn_ids", WithTurnIds)

@@ -68,6 +68,7 @@ class HisPO(Estimator):
         kappa: float = HISPO_KAPPA,
     ) -> None:
         self.inner = ESTIMATORS.get(inner)(**dict(inner_cfg or {}))
+        self.stateful = bool(self.inner.stateful)  # type: ignore[misc]
         self.max_staleness, self.delta, self.kappa = max_staleness, delta, kappa
 
     def compute(self, batch: RolloutBatch, state: dict[str, Any]) -> AdvOut:
@@ -85,6 +86,12 @@ class HisPO(Estimator):
         out.token_weights = weights
         out.aux["hispo_kept_fraction"] = float(keep.sum() / batch.mask.sum().clamp(min=1))
         return out
+
+    def update_state(
+        self, batch: RolloutBatch, state: dict[str, Any], post_update_logprobs: Any = None, logprob_fn: Any = None
+    ) -> None:
+        """Delegate to the inner estimator."""
+        self.inner.update_state(batch, state, post_update_logprobs, logprob_fn)
 
 
 ESTIMATORS.register("hispo", HisPO)

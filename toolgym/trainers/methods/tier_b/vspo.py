@@ -76,7 +76,9 @@ class VSPOTracker(Estimator):
         """[B] -> [B, T]."""
         return AdvOut(broadcast(grpo_outcome(batch.reward.float(), batch.group_id), batch.mask))
 
-    def update_state(self, batch: RolloutBatch, state: dict[str, Any], post_update_logprobs: Any = None) -> None:
+    def update_state(
+        self, batch: RolloutBatch, state: dict[str, Any], post_update_logprobs: Any = None, logprob_fn: Any = None
+    ) -> None:
         """Add this batch's outcomes to the per-prompt counts."""
         if batch.prompt_key is None:
             return

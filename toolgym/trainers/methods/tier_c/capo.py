@@ -46,6 +46,7 @@ class CAPO(Estimator):
         self, inner: str = "grpo", inner_cfg: Mapping[str, Any] | None = None, reject_frac: float = CAPO_REJECT
     ) -> None:
         self.inner = ESTIMATORS.get(inner)(**dict(inner_cfg or {}))
+        self.stateful = bool(self.inner.stateful)  # type: ignore[misc]
         self.requires = frozenset(self.inner.requires)  # type: ignore[misc]
         self.reject_frac = reject_frac
 
@@ -65,6 +66,12 @@ class CAPO(Estimator):
         )
         out.token_weights = keep if out.token_weights is None else out.token_weights * keep
         return out
+
+    def update_state(
+        self, batch: RolloutBatch, state: dict[str, Any], post_update_logprobs: Any = None, logprob_fn: Any = None
+    ) -> None:
+        """Delegate to the inner estimator."""
+        self.inner.update_state(batch, state, post_update_logprobs, logprob_fn)
 
 
 ESTIMATORS.register("capo", CAPO)

@@ -75,7 +75,9 @@ class POISE(Estimator):
         v = self.baseline(probe_features(batch), batch.group_id, state)
         return AdvOut(broadcast(batch.reward.float() - v, batch.mask), aux={"poise_value": v})
 
-    def update_state(self, batch: RolloutBatch, state: dict[str, Any], post_update_logprobs: Any = None) -> None:
+    def update_state(
+        self, batch: RolloutBatch, state: dict[str, Any], post_update_logprobs: Any = None, logprob_fn: Any = None
+    ) -> None:
         """Append this batch to the buffer and refit the ridge probe."""
         x_new, y_new = probe_features(batch), batch.reward.float()
         buf = state.get(STATE_KEY, {"x": x_new[:0], "y": y_new[:0]})
