@@ -60,3 +60,9 @@ class ScriptedCalculatorPolicy:
             return f"{prefix or 'I will compute it.'}<tool_call>{call}</tool_call>"
         value = re.search(r"-?\d+", history[-1][1])
         return f"<answer>{value.group(0) if value else 0}</answer>"
+
+
+@pytest.fixture(name="ScriptedCalculatorPolicy")
+def scripted_calculator_policy() -> type[ScriptedCalculatorPolicy]:
+    """The scripted policy class (instantiate with n_wrong / direct)."""
+    return ScriptedCalculatorPolicy
