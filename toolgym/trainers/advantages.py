@@ -27,6 +27,7 @@ class AdvOut:
     advantages: Tensor  # [B, T], zero on loss_mask == 0
     returns: Tensor | None = None  # [B, T] critic targets
     token_weights: Tensor | None = None  # [B, T] multiplicative loss weights
+    policy_mask: Tensor | None = None  # [B, T] mask of the policy term, if not the loss mask
     aux: dict[str, Any] = field(default_factory=dict)  # extra tensors (e.g. teacher_mask), logs
 
 

@@ -139,14 +139,17 @@ class Algorithm:
         """Scalar loss = agg(policy loss) + Σ coef·agg(regulariser), and metrics.
 
         logp [B, T] is π_θ with grad; old logprobs come from `batch.old_logprobs`, else
-        `batch.rollout_logprobs`, else logp.detach() (on-policy, one update).
+        `batch.rollout_logprobs`, else logp.detach() (on-policy, one update). The policy term
+        uses `adv.policy_mask` when set (rows an estimator excludes from the PG loss);
+        `counts` must then be counted on that mask.
         """
         mask = batch.mask
+        pmask = mask if adv.policy_mask is None else adv.policy_mask.to(mask.dtype)
         old = _old_logprobs(batch, logp)
-        mat = self.loss_fn(logp, old, adv.advantages, mask, **self.loss_cfg)
+        mat = self.loss_fn(logp, old, adv.advantages, pmask, **self.loss_cfg)
         if adv.token_weights is not None:
             mat = mat * adv.token_weights
-        total = self.aggregator(mat, mask, counts, **self.agg_cfg)
+        total = self.aggregator(mat, pmask, counts, **self.agg_cfg)
         metrics = {"losses/policy": float(total.detach())}
         inputs = _reg_inputs(batch, logp, old, adv, mask, entropy, values)
         for reg in self.regularizers:
