@@ -9,6 +9,8 @@ ENV_IDS: dict[str, str] = {
     "toolgym/Calendar-v0": "toolgym.envs.calendar:CalendarEnv",
     "toolgym/SimulatedAPI-v0": "toolgym.envs.simulated_api:SimulatedAPIEnv",
     "toolgym/Remote-v0": "toolgym.envs.remote:RemoteEnv",
+    "toolgym/Retail-v0": "toolgym.envs.worlds.retail:RetailEnv",
+    "toolgym/Clinic-v0": "toolgym.envs.worlds.clinic:ClinicEnv",
 }
 
 

@@ -176,9 +176,20 @@ class WorldEnv(ToolEnv):
         self._user_stop, self._user_reply = turn.stop, turn.text
         return turn.text
 
+    def _run_calls(self, parsed: ParsedAction) -> tuple[list[JsonDict], list[str], dict[str, float]]:
+        records, responses, components = super()._run_calls(parsed)
+        if not self.hooks:  # the core's fast path ran the tools directly, without `_dispatch`
+            for record in records:
+                if record["name"] in self._tools:
+                    content = record["result"] if record["ok"] else record["error"]
+                    self.trace.append(
+                        call_event(self.turn, record["name"], dict(record["arguments"]), record["ok"], content)
+                    )
+        return records, responses, components
+
     def _dispatch(self, call: ToolCall) -> ToolResult:
-        result = super()._dispatch(call)
-        if call.name in self._tools:
+        result = super()._dispatch(call)  # with hooks: `call` is already resolved to the real tool
+        if self.hooks and call.name in self._tools:
             content = result.content if result.ok else result.error_message
             self.trace.append(call_event(self.turn, call.name, dict(call.arguments), result.ok, content))
         return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from toolgym.envs.worlds.base import tool_call
@@ -66,3 +67,13 @@ class Plan:
                 "minefields": list(self.minefields),
             },
         )
+
+
+def unique_plan(seen: set[tuple[str, ...]], draw: Callable[[int], Plan], attempts: int = 50) -> Plan:
+    """Draw plans (attempt 0, 1, …) until one's gold actions differ from every plan in `seen`."""
+    for attempt in range(attempts):
+        plan = draw(attempt)
+        if tuple(plan.actions) not in seen:
+            seen.add(tuple(plan.actions))
+            return plan
+    raise RuntimeError(f"no new task after {attempts} draws: too few candidates in the world")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
 
-from toolgym.envs.worlds.plan import Plan
+from toolgym.envs.worlds.plan import Plan, unique_plan
 from toolgym.envs.worlds.retail_world import (
     RETURN_WINDOW_DAYS,
     Customer,
@@ -259,7 +260,8 @@ def cancel_then_address(world: RetailWorld, rng: np.random.Generator, by_email: 
     return plan.finish()
 
 
-KINDS: tuple[Callable[[RetailWorld, np.random.Generator, bool], Plan], ...] = (
+Kind = Callable[[RetailWorld, np.random.Generator, bool], Plan]
+KINDS: tuple[Kind, ...] = (
     cancel,
     order_address,
     customer_address,
@@ -273,12 +275,17 @@ KINDS: tuple[Callable[[RetailWorld, np.random.Generator, bool], Plan], ...] = (
 )
 
 
+def _draw(kind: Kind, world: RetailWorld, index: int, attempt: int) -> Plan:
+    return kind(world, np.random.default_rng([7, index, attempt]), index % 3 != 0)
+
+
 def build_tasks() -> list[Task]:
     """Every Retail task, `retail-000` … `retail-049`: kind = index mod 10, details from a seeded rng."""
     world = initial_world()
     tasks = []
+    seen: set[tuple[str, ...]] = set()
     for index in range(TASK_COUNT):
         kind = KINDS[index % len(KINDS)]
-        plan = kind(world, np.random.default_rng([7, index]), index % 3 != 0)
+        plan = unique_plan(seen, functools.partial(_draw, kind, world, index))
         tasks.append(plan.task(f"retail-{index:03d}", kind.__name__))
     return tasks

@@ -91,7 +91,7 @@ _FIRST = ("Ava", "Ben", "Chloe", "Diego", "Elena", "Farid", "Grace", "Hiro", "Is
 _LAST = ("Novak", "Okafor", "Patel", "Quinn", "Rossi", "Sato", "Tanaka", "Umar", "Vidal", "Weber")
 _STREETS = ("Maple Ave", "Oak St", "Pine Rd", "Cedar Ln", "Birch Way", "Elm Ct", "Willow Dr", "Lake Blvd")
 _CITIES = (("Springfield", "62701"), ("Riverton", "82501"), ("Fairview", "37062"), ("Madison", "53703"))
-_PRODUCTS = {
+_PRODUCTS: dict[str, dict[str, tuple[str, ...]]] = {
     "T-shirt": {"color": ("red", "blue", "black"), "size": ("S", "M", "L")},
     "Water bottle": {"capacity": ("500ml", "750ml", "1000ml")},
     "Desk lamp": {"color": ("white", "black"), "bulb": ("LED", "halogen")},
@@ -311,6 +311,10 @@ def get_order_details(world: RetailWorld, order_id: str) -> dict[str, Any]:
     Args:
         order_id: The order id, e.g. '#W2001'.
     """
+    return _order_view(world, order_id)
+
+
+def _order_view(world: RetailWorld, order_id: str) -> dict[str, Any]:
     order = _order_of(world, order_id)
     return {**order.model_dump(), "total_paid": order_total(order)}
 
@@ -343,7 +347,7 @@ def cancel_pending_order(world: RetailWorld, order_id: str, reason: CancelReason
             Payment(kind="refund", amount=payment.amount, payment_method_id=payment.payment_method_id)
         )
     order.status, order.cancel_reason = "cancelled", reason
-    return get_order_details.fn(world, order_id)
+    return _order_view(world, order_id)
 
 
 @tool(inject=["world"], read_only=False, writes=["orders"])
@@ -359,7 +363,7 @@ def modify_pending_order_address(world: RetailWorld, order_id: str, street: str,
     order = _order_of(world, order_id)
     _require_status(order, "pending")
     order.address = Address(street=street, city=city, zip=zip)
-    return get_order_details.fn(world, order_id)
+    return _order_view(world, order_id)
 
 
 @tool(inject=["world"], read_only=False, writes=["customers"])
@@ -397,7 +401,7 @@ def return_delivered_order_items(
     _settle(method, amount)
     order.payments.append(Payment(kind="refund", amount=amount, payment_method_id=method.id))
     order.status, order.returned_item_ids = "return requested", list(item_ids)
-    return get_order_details.fn(world, order_id)
+    return _order_view(world, order_id)
 
 
 @tool(inject=["world"], read_only=False, writes=["orders", "customers"])
@@ -428,7 +432,7 @@ def exchange_delivered_order_items(
         kind: Literal["payment", "refund"] = "payment" if difference > 0 else "refund"
         order.payments.append(Payment(kind=kind, amount=abs(difference), payment_method_id=method.id))
     order.status, order.exchanged = "exchange requested", dict(zip(item_ids, new_item_ids, strict=True))
-    return {**get_order_details.fn(world, order_id), "price_difference": difference}
+    return {**_order_view(world, order_id), "price_difference": difference}
 
 
 def _exchange_variant(world: RetailWorld, old: OrderItem, new_item_id: str) -> Variant:
