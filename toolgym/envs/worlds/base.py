@@ -9,7 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from toolgym.envs.core import NO_ACTION_HINT, ToolEnv
+from toolgym.envs.conversation import ConversationEnv
+from toolgym.envs.core import NO_ACTION_HINT
 from toolgym.envs.parsing import ParsedAction, parse_action
 from toolgym.schemas import Task, ToolCall, ToolResult
 from toolgym.simulators import Tool
@@ -75,7 +76,7 @@ def gold_milestones(domain: Domain, gold_actions: list[str]) -> list[JsonDict]:
     ]
 
 
-class WorldEnv(ToolEnv):
+class WorldEnv(ConversationEnv):
     """Base of world environments; subclasses set `domain` (see Retail-v0 and Clinic-v0).
 
     Text-only assistant messages go to the simulated user, whose reply is the observation; the
@@ -106,8 +107,6 @@ class WorldEnv(ToolEnv):
         self.world: WorldState | None = None
         self.trace: list[TraceEvent] = []
         self.evaluation: Evaluation | None = None
-        self._user_stop = False
-        self._user_reply: str | None = None
 
     # ----------------------------------------------------------------- tasks
     @property
@@ -147,34 +146,19 @@ class WorldEnv(ToolEnv):
         return [t.bind(world=self.world) for t in self.domain.tools]
 
     # ----------------------------------------------------------------- conversation
-    def step(self, action: str) -> tuple[str, float, bool, bool, JsonDict]:
-        """Like `ToolEnv.step`; also ends the episode when the simulated user ends the conversation."""
-        self._user_stop, self._user_reply = False, None
-        observation, reward, terminated, truncated, info = super().step(action)
-        if self._user_reply is not None:
-            message = {"role": "user", "content": self._user_reply}
-            self._messages.insert(len(self._messages) - len(info["messages"]) + 1, message)
-            info["messages"].insert(1, message)
-        if self._user_stop and not terminated:
-            if not truncated:
-                components = self._score(None)
-                info["reward_components"].update(components)
-                reward += float(sum(components.values()))
-                self._total_reward += float(sum(components.values()))
-            terminated, truncated, self._done = True, False, True
-        if (terminated or truncated) and self.evaluation is not None:
-            info["evaluation"] = self.evaluation.to_dict()
-        return observation, reward, terminated, truncated, info
-
-    def _on_text_only(self, parsed: ParsedAction) -> str:
+    def _reply(self, parsed: ParsedAction) -> str:
         text = parsed.content.strip()
         self.trace.append(text_event("assistant", self.turn, text))
         if self.user is None:
             return NO_ACTION_HINT
         turn = self.user.reply(text)
         self.trace.append(text_event("user", self.turn, turn.text, confirms=turn.confirms))
-        self._user_stop, self._user_reply = turn.stop, turn.text
+        if turn.stop:
+            self.end_conversation()
         return turn.text
+
+    def _evaluation_info(self) -> JsonDict | None:
+        return self.evaluation.to_dict() if self.evaluation is not None else None
 
     def _run_calls(self, parsed: ParsedAction) -> tuple[list[JsonDict], list[str], dict[str, float]]:
         records, responses, components = super()._run_calls(parsed)
