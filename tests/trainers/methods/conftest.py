@@ -43,11 +43,12 @@ def expression_of(prompt: str) -> str:
 
 
 class ScriptedCalculatorPolicy:
-    """Calls the calculator (with `wrong` added to the expression for the first `n_wrong` episodes'
-    calls), then answers with the tool's result; `direct=True` answers without tools by evaluating."""
+    """Calls the calculator (a wrong expression for the first `n_wrong` calls and the calls numbered in
+    `wrong_calls`), then answers with the tool's result; `direct=True` answers without tools."""
 
-    def __init__(self, n_wrong: int = 0, direct: bool = False) -> None:
+    def __init__(self, n_wrong: int = 0, direct: bool = False, wrong_calls: set[int] | None = None) -> None:
         self.n_wrong, self.direct, self.calls = n_wrong, direct, 0
+        self.wrong_calls = wrong_calls or set()
 
     def __call__(self, prompt: str, history: Sequence[tuple[str, str]], prefix: str) -> str:
         expr = expression_of(prompt)
@@ -55,7 +56,7 @@ class ScriptedCalculatorPolicy:
             return f"{prefix}<answer>{eval(expr)}</answer>"  # noqa: S307 — test arithmetic only
         if not history:
             self.calls += 1
-            bad = " + 1" if self.calls <= self.n_wrong else ""
+            bad = " + 1" if self.calls <= self.n_wrong or self.calls in self.wrong_calls else ""
             call = '{"name": "calculator", "arguments": {"expression": "' + expr + bad + '"}}'
             return f"{prefix or 'I will compute it.'}<tool_call>{call}</tool_call>"
         value = re.search(r"-?\d+", history[-1][1])
