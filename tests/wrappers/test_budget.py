@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-from conftest import TOOL_ENV_IDS, PricedEnv, call
+from wrapper_helpers import TOOL_ENV_IDS, PricedEnv, call
 
 from toolgym.envs.wrappers import BudgetWrapper
 from toolgym.simulators.budget import BudgetConfig, count_tokens

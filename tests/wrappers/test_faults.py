@@ -7,7 +7,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from conftest import TOOL_ENV_IDS, PricedEnv, call
+from wrapper_helpers import TOOL_ENV_IDS, PricedEnv, call
 
 from toolgym.envs.evaluation.policies import OraclePolicy
 from toolgym.envs.wrappers import FaultWrapper

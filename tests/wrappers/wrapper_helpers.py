@@ -1,4 +1,4 @@
-"""Fixtures for budget and fault tests: the registered ToolEnv ids and a small priced env."""
+"""Helpers for budget and fault tests: the registered ToolEnv ids and a small priced env."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import numpy as np
-import pytest
 
 import toolgym  # noqa: F401 - registers the ids
 from toolgym.envs import ENV_IDS, ToolEnv
@@ -67,8 +66,3 @@ class PricedEnv(ToolEnv):
 
     def _score(self, answer: str | None) -> dict[str, float]:
         return {"success": 1.0 if answer == "value-of-k" else 0.0}
-
-
-@pytest.fixture
-def priced_env() -> type[PricedEnv]:
-    return PricedEnv

@@ -318,7 +318,7 @@ class FaultInjector:
     # ------------------------------------------------------------------ snapshot
     def get_state(self) -> JsonDict:
         """JSON-serializable schedule position and standing faults."""
-        return json.loads(
+        state: JsonDict = json.loads(
             json.dumps(
                 {
                     "key": self.key,
@@ -336,6 +336,7 @@ class FaultInjector:
                 }
             )
         )
+        return state
 
     def set_state(self, state: JsonDict) -> None:
         """Restore `get_state`'s output."""

@@ -6,7 +6,7 @@ estimators broadcast (methods.md §5.2).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -29,6 +29,21 @@ class AdvOut:
     token_weights: Tensor | None = None  # [B, T] multiplicative loss weights
     policy_mask: Tensor | None = None  # [B, T] mask of the policy term, if not the loss mask
     aux: dict[str, Any] = field(default_factory=dict)  # extra tensors (e.g. teacher_mask), logs
+
+    def select(self, rows: Tensor | Sequence[int]) -> AdvOut:
+        """The rows `rows` of every [B, …] tensor (for micro-batches); other aux values as is."""
+        idx = torch.as_tensor(rows, dtype=torch.long)
+
+        def pick(x: Any) -> Any:
+            return x[idx] if isinstance(x, Tensor) else x
+
+        return AdvOut(
+            pick(self.advantages),
+            pick(self.returns),
+            pick(self.token_weights),
+            pick(self.policy_mask),
+            {k: pick(v) for k, v in self.aux.items()},
+        )
 
 
 LogprobFn = Callable[[RolloutBatch], Tensor]  # batch -> current-policy logprobs [B, T]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,26 +134,28 @@ class Algorithm:
         *,
         entropy: Tensor | None = None,
         values: Tensor | None = None,
-        counts: GlobalCounts | None = None,
+        counts: GlobalCounts | Mapping[str, GlobalCounts] | None = None,
     ) -> tuple[Tensor, dict[str, float]]:
         """Scalar loss = agg(policy loss) + Σ coef·agg(regulariser), and metrics.
 
         logp [B, T] is π_θ with grad; old logprobs come from `batch.old_logprobs`, else
         `batch.rollout_logprobs`, else logp.detach() (on-policy, one update). The policy term
-        uses `adv.policy_mask` when set (rows an estimator excludes from the PG loss);
-        `counts` must then be counted on that mask.
+        uses `adv.policy_mask` when set (rows an estimator excludes from the PG loss).
+        `counts`: a GlobalCounts for the policy mask, or `global_counts(batch, adv)` (per mask);
+        without counts every term is normalized over this (micro-)batch alone.
         """
         mask = batch.mask
         pmask = mask if adv.policy_mask is None else adv.policy_mask.to(mask.dtype)
         old = _old_logprobs(batch, logp)
+        by_mask = _counts_by_mask(counts)
         mat = self.loss_fn(logp, old, adv.advantages, pmask, **self.loss_cfg)
         if adv.token_weights is not None:
             mat = mat * adv.token_weights
-        total = self.aggregator(mat, pmask, counts, **self.agg_cfg)
+        total = self.aggregator(mat, pmask, by_mask.get("mask"), **self.agg_cfg)
         metrics = {"losses/policy": float(total.detach())}
         inputs = _reg_inputs(batch, logp, old, adv, mask, entropy, values)
         for reg in self.regularizers:
-            value = self._regularizer_value(reg, inputs, counts)
+            value = self._regularizer_value(reg, inputs, by_mask.get(reg.reg.mask_key))
             total = total + reg.coef * value
             metrics[f"losses/{reg.name}"] = float(value.detach())
         metrics["losses/total"] = float(total.detach())
@@ -165,8 +167,25 @@ class Algorithm:
             raise ValueError(f"regularizer {reg.name!r} needs {missing}")
         term = reg.reg.fn(**{k: inputs[k] for k in reg.reg.inputs}, **reg.cfg)
         mask = inputs[reg.reg.mask_key].to(term.dtype)
-        own_counts = counts if reg.reg.mask_key == "mask" else None
-        return reg.aggregator(term, mask, own_counts, **reg.agg_cfg)
+        return reg.aggregator(term, mask, counts, **reg.agg_cfg)
+
+    def global_counts(self, batch: RolloutBatch, adv: AdvOut, max_len: int | None = None) -> dict[str, GlobalCounts]:
+        """Normalizers of the whole mini-batch for `loss(counts=…)` under gradient accumulation.
+
+        Key "mask" is the policy term's mask (`adv.policy_mask` or the loss mask); each
+        regulariser with its own mask (e.g. "teacher_mask") gets its own counts, where
+        num_seqs counts the rows that have any token of that mask.
+        """
+        mask = batch.mask
+        if adv.policy_mask is None:
+            out = {"mask": GlobalCounts.from_mask(mask, max_len)}
+        else:
+            out = {"mask": _nonempty_counts(adv.policy_mask.to(mask.dtype), max_len)}
+        for reg in self.regularizers:
+            key = reg.reg.mask_key
+            if key != "mask" and isinstance(adv.aux.get(key), Tensor):
+                out[key] = _nonempty_counts(adv.aux[key].to(mask.dtype), max_len)
+        return out
 
     def value_loss(
         self,
@@ -181,6 +200,20 @@ class Algorithm:
             raise ValueError("value_loss needs batch.values and AdvOut.returns")
         mat = losses.value_loss_clipped(new_values, batch.values, adv.returns, batch.mask, clip_value)
         return aggregators.token_mean(mat, batch.mask, counts)
+
+
+def _nonempty_counts(mask: Tensor, max_len: int | None) -> GlobalCounts:
+    return GlobalCounts(float(mask.sum()), float((mask.sum(dim=1) > 0).sum()), max_len)
+
+
+def _counts_by_mask(
+    counts: GlobalCounts | Mapping[str, GlobalCounts] | None,
+) -> Mapping[str, GlobalCounts]:
+    if counts is None:
+        return {}
+    if isinstance(counts, GlobalCounts):
+        return {"mask": counts}
+    return counts
 
 
 def _maybe(registry: Any, ref: PluginRef | None) -> Any:

@@ -122,11 +122,14 @@ def sdpo_nll(logp: Tensor, teacher_mask: Tensor, tau_sd: float = TAU_SD, **_: ob
 def nonempty_seq_mean_token_mean(
     loss_mat: Tensor, mask: Tensor, counts: GlobalCounts | None = None, **_: object
 ) -> Tensor:
-    """Mean over rows with any mask of the per-row token mean (0 if none). [B, T] -> []."""
+    """Mean over rows with any mask of the per-row token mean (0 if none). [B, T] -> [].
+
+    counts.num_seqs (from `Algorithm.global_counts`) replaces the local row count.
+    """
     lengths = mask.sum(dim=1)
-    rows = (lengths > 0).sum()
+    rows = float((lengths > 0).sum()) if counts is None else counts.num_seqs
     per_row = (loss_mat * mask).sum(dim=1) / lengths.clamp(min=1)
-    return per_row.sum() / rows.clamp(min=1)
+    return per_row.sum() / max(rows, 1.0)
 
 
 advantages.REGISTRY.register("akbe", DualPathEstimator)
