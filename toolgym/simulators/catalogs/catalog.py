@@ -23,6 +23,7 @@ class Catalog:
     specs: list[ToolSpec]
     implementations: dict[str, Implementation] = field(default_factory=dict)
     source: str = ""
+    closers: list[Callable[[], None]] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -51,6 +52,18 @@ class Catalog:
             if spec.name == name:
                 return spec
         raise KeyError(f"no tool {name!r} in catalog; available: {', '.join(self.names)}")
+
+    def close(self) -> None:
+        """Release what the source holds open (an MCP server connection); idempotent."""
+        for closer in self.closers:
+            closer()
+        self.closers.clear()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def to_openai(self) -> list[JsonDict]:
         """Every spec as an OpenAI chat-completions tool definition."""

@@ -11,10 +11,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from toolgym.schemas import ToolSpec
+from toolgym.schemas import ToolResult, ToolSpec
 from toolgym.simulators.catalogs.catalog import Catalog, Implementation
 from toolgym.simulators.catalogs.formats import spec_from_mcp, spec_from_openai, specs_from_toolbench
-from toolgym.simulators.catalogs.mcp_source import McpCaller, is_mcp_source, load_mcp_specs
+from toolgym.simulators.catalogs.mcp_source import McpCaller, is_mcp_source, load_mcp_specs, open_session
 from toolgym.simulators.python_tools import Tool
 
 JsonDict = dict[str, Any]
@@ -29,7 +29,8 @@ def load_catalog(source: CatalogSource = None, *, mcp_calls: bool = True) -> Cat
     definitions, ToolBench/RapidAPI tool or query JSON, MCP tool objects or toolgym specs; a Python
     module (dotted name or `.py` path) of `@tool` functions; `"mcp+stdio:<command line>"` and
     `"mcp+http://host:port/path"`; a `Catalog`, or a list/dict of any of the JSON forms in memory.
-    MCP tools get real implementations (`tools/call`) unless `mcp_calls=False`.
+    MCP tools get real implementations (`tools/call` over one connection that stays open until
+    `Catalog.close()`, garbage collection or exit) unless `mcp_calls=False`.
     """
     if isinstance(source, Catalog):
         return source
@@ -39,9 +40,7 @@ def load_catalog(source: CatalogSource = None, *, mcp_calls: bool = True) -> Cat
         return _from_document(source, "<memory>")
     text = str(source)
     if is_mcp_source(text):
-        specs = load_mcp_specs(text)
-        calls: dict[str, Implementation] = {s.name: McpCaller(text, s.name) for s in specs} if mcp_calls else {}
-        return Catalog(specs, calls, source=text)
+        return _from_mcp(text, mcp_calls)
     path = Path(text)
     if path.suffix == ".json":
         if not path.is_file():
@@ -53,6 +52,21 @@ def load_catalog(source: CatalogSource = None, *, mcp_calls: bool = True) -> Cat
         f"cannot tell what catalog source {text!r} is: expected a .json file, a .py file or module name, "
         "'mcp+stdio:<command>', 'mcp+http://host:port/path' or 'default'"
     )
+
+
+def _from_mcp(source: str, calls: bool) -> Catalog:
+    """Specs from `tools/list`; with `calls`, the connection stays open for real `tools/call`s."""
+    session = open_session(source)
+    try:
+        specs = load_mcp_specs(session)
+    except BaseException:
+        session.close()
+        raise
+    if not calls:
+        session.close()
+        return Catalog(specs, source=source)
+    implementations: dict[str, Implementation] = {s.name: McpCaller(session, s.name) for s in specs}
+    return Catalog(specs, implementations, source=source, closers=[session.close])
 
 
 def _default_catalog() -> Catalog:
@@ -67,7 +81,7 @@ def _looks_like_module(text: str) -> bool:
 def _from_document(document: Any, source: str) -> Catalog:
     """Detect the JSON flavour of `document` and convert it."""
     if isinstance(document, dict) and "api_list" in document:
-        return Catalog(specs_from_toolbench(document), source=source)
+        return Catalog(_dedupe(specs_from_toolbench(document)), source=source)
     if isinstance(document, dict) and isinstance(document.get("tools"), list):
         return _from_document(document["tools"], source)
     if isinstance(document, dict):
@@ -127,8 +141,15 @@ def _from_module(text: str) -> Catalog:
     tools = [value for value in vars(module).values() if isinstance(value, Tool)]
     if not tools:
         raise ValueError(f"module {text!r} defines no @tool functions")
-    implementations = {t.name: t.invoke for t in tools if _callable_without_injection(t)}
+    implementations: dict[str, Implementation] = {t.name: _invoker(t) for t in tools if _callable_without_injection(t)}
     return Catalog([t.spec for t in tools], implementations, source=text)
+
+
+def _invoker(tool: Tool) -> Implementation:
+    def run(arguments: JsonDict) -> ToolResult:
+        return tool.invoke(arguments)
+
+    return run
 
 
 def _callable_without_injection(tool: Tool) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import random
@@ -111,11 +110,25 @@ class OpenAIBackend:
         self._client.close()
 
 
-def _require(module: str) -> Any:
+_TRAIN_EXTRA = "the transformers backend needs torch and transformers: pip install 'toolgym[train]'"
+
+
+def _import_torch() -> Any:
+    """torch, imported lazily (never at module level: `import toolgym` stays light)."""
     try:
-        return importlib.import_module(module)
+        import torch
     except ImportError as error:
-        raise ImportError(f"the transformers backend needs {module}: pip install 'toolgym[train]'") from error
+        raise ImportError(_TRAIN_EXTRA) from error
+    return torch
+
+
+def _import_transformers() -> Any:
+    """transformers, imported lazily."""
+    try:
+        import transformers
+    except ImportError as error:
+        raise ImportError(_TRAIN_EXTRA) from error
+    return transformers
 
 
 class TransformersBackend:
@@ -133,7 +146,7 @@ class TransformersBackend:
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None:
-            transformers = _require("transformers")
+            transformers = _import_transformers()
             self._tokenizer = transformers.AutoTokenizer.from_pretrained(str(self.path))
             model = transformers.AutoModelForCausalLM.from_pretrained(str(self.path))
             self._model = model.to(self.device).eval()
@@ -146,7 +159,7 @@ class TransformersBackend:
         return "\n".join([*lines, "assistant: "])
 
     def chat(self, messages: Messages, *, seed: int, response_schema: JsonDict | None = None) -> str:
-        torch = _require("torch")
+        torch = _import_torch()
         with self._lock:
             model, tokenizer = self._load()
             limit = int(getattr(model.config, "max_position_embeddings", 2048)) - self.max_new_tokens

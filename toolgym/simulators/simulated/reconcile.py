@@ -166,8 +166,11 @@ def _array_slot(schema: JsonDict | None, entity: str) -> tuple[str | None, JsonD
         (n, s) for n, s in (schema.get("properties") or {}).items() if isinstance(s, dict) and s.get("type") == "array"
     ]
     named = [a for a in arrays if singular(a[0]) == entity]
-    chosen = (named or arrays or [None])[0]
-    return (chosen[0], chosen[1].get("items") or {}) if chosen else None
+    candidates = named or arrays
+    if not candidates:
+        return None
+    name, array_schema = candidates[0]
+    return name, array_schema.get("items") or {}
 
 
 def _overlay_list(

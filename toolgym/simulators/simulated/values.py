@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 from typing import Any
@@ -92,13 +93,27 @@ def _array(schema: JsonDict, rng: random.Random, name: str, full: bool) -> list[
     return [generate_value(items, rng, singular, full) for _ in range(rng.randint(low, high))]
 
 
+def _bound(schema: JsonDict, inclusive: str, exclusive: str, default: float) -> float:
+    """A numeric bound of a schema: the inclusive keyword, else the exclusive one, else `default`."""
+    for key in (inclusive, exclusive):
+        value = schema.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return default
+
+
+def _exclusive(schema: JsonDict, bound: str) -> bool:
+    """Whether the `bound` ("minimum"/"maximum") in force is the exclusive keyword."""
+    return bound not in schema and f"exclusive{bound.title()}" in schema
+
+
 def _number(schema: JsonDict, rng: random.Random, name: str, full: bool, integer: bool) -> float | int:
-    low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
-    default_high = 5 if re.search(r"count|quantity|qty|rating|stars|num|passengers|guests", name) else 500
-    high = schema.get("maximum", schema.get("exclusiveMaximum", max(low + 1, default_high)))
+    low = float(_bound(schema, "minimum", "exclusiveMinimum", 0.0))
+    default_high = 5.0 if re.search(r"count|quantity|qty|rating|stars|num|passengers|guests", name) else 500.0
+    high = float(_bound(schema, "maximum", "exclusiveMaximum", max(low + 1, default_high)))
     if integer:
-        low_i = int(low) + (1 if "exclusiveMinimum" in schema else 0)
-        high_i = int(high) - (1 if "exclusiveMaximum" in schema else 0)
+        low_i = math.floor(low) + 1 if _exclusive(schema, "minimum") else math.ceil(low)
+        high_i = math.ceil(high) - 1 if _exclusive(schema, "maximum") else math.floor(high)
         return rng.randint(low_i, max(low_i, high_i))
     return round(rng.uniform(float(low), float(high)), 2)
 
