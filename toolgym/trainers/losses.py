@@ -125,6 +125,22 @@ def value_loss_clipped(
     return loss * mask
 
 
+def rollout_is_weights(
+    old_logp: Tensor, rollout_logp: Tensor, mask: Tensor, level: str = "sequence", threshold: float = 2.0
+) -> Tensor:
+    """Truncated importance weights min(π_old/μ, C) for the rollout-policy mismatch, detached.
+
+    level "token": per token; "sequence": exp(Σ_t m·(logπ_old − logμ)) on every token of the
+    row (verl rollout correction, TIS) [CODE verl rollout_corr_helper]. [B, T] -> [B, T].
+    """
+    log_r = token_log_ratio(old_logp, rollout_logp) * mask
+    if level == "sequence":
+        log_r = torch.clamp(log_r.sum(dim=1, keepdim=True), -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).expand_as(mask)
+    elif level != "token":
+        raise ValueError(f"rollout IS level must be 'token' or 'sequence', not {level!r}")
+    return torch.clamp(torch.exp(log_r), max=threshold).detach() * mask
+
+
 def clip_fraction(logp: Tensor, old_logp: Tensor, mask: Tensor, low: float, high: float) -> Tensor:
     """Share of model tokens whose ratio left [1−low, 1+high]. [B, T] -> []."""
     ratio = torch.exp(token_log_ratio(logp.detach(), old_logp))

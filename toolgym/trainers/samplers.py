@@ -6,14 +6,14 @@ name to a factory `(**cfg) -> PromptSampler`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from toolgym.trainers.algorithms.registry import Registry
-from toolgym.trainers.batch import RolloutBatch
+from toolgym.trainers.batch import RolloutBatch, concat
 from toolgym.trainers.rewards import correctness
 
 
@@ -80,3 +80,49 @@ class DynamicSampling:
 
 
 GROUP_FILTERS.register("dynamic_sampling", DynamicSampling)
+
+
+def first_groups(batch: RolloutBatch, n: int) -> RolloutBatch:
+    """The rows of the first `n` groups, in order of first appearance."""
+    order: list[int] = []
+    for g in batch.group_id.tolist():
+        if g not in order:
+            order.append(g)
+    keep = torch.isin(batch.group_id, torch.tensor(order[:n], dtype=batch.group_id.dtype))
+    return batch.select(torch.nonzero(keep).squeeze(1))
+
+
+def _renumber(batch: RolloutBatch, offset: int) -> tuple[RolloutBatch, int]:
+    # dense group ids offset..offset+G-1, so groups of different generation batches never merge
+    _, dense = torch.unique(batch.group_id, return_inverse=True)
+    groups = int(dense.max()) + 1 if dense.numel() else 0
+    return batch.replace(group_id=dense + offset), offset + groups
+
+
+def collect_groups(
+    batches: Iterable[RolloutBatch],
+    group_filter: GroupFilter | None,
+    target_groups: int,
+    max_num_gen_batches: int = 10,
+) -> tuple[RolloutBatch | None, int]:
+    """DAPO's dynamic-sampling loop: draw generation batches lazily, keep the groups the filter
+    keeps, stop once `target_groups` are kept or `max_num_gen_batches` were drawn.
+
+    Returns (the first `target_groups` kept groups, or all kept if fewer; None if none) and the
+    number of batches drawn. Group ids are renumbered densely across batches.
+    """
+    kept: list[RolloutBatch] = []
+    offset = drawn = n_kept = 0
+    for batch in batches:
+        drawn += 1
+        if group_filter is not None:
+            batch, _ = group_filter.select(batch)
+        if batch.batch_size:
+            batch, offset = _renumber(batch, offset)
+            kept.append(batch)
+            n_kept = offset
+        if n_kept >= target_groups or drawn >= max_num_gen_batches:
+            break
+    if not kept:
+        return None, drawn
+    return first_groups(concat(kept), target_groups), drawn

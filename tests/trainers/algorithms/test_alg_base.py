@@ -343,3 +343,46 @@ def test_dapo_pipeline_transforms_and_filters(batch_factory):
     assert b.reward.tolist() == [0.0, -1.0, 1.0, 1.0]
     kept, missing = algo.filter_groups(b)
     assert kept.group_id.tolist() == [0, 0] and missing == 1
+
+
+# ------------------------------------------------------------------ rollout IS, dynamic-sampling loop
+
+
+def test_rollout_is_weights():
+    old = T([[-1.0, -1.0, 0.0]])
+    mu = T([[-1.5, -1.2, 5.0]])
+    m = T([[1.0, 1.0, 0.0]])
+    tok = losses.rollout_is_weights(old, mu, m, "token", threshold=1.5)
+    assert tok.tolist() == [[1.5, approx(math.exp(0.2)), 0.0]]  # e^.5 truncated at 1.5
+    seq = losses.rollout_is_weights(old, mu, m, "sequence", threshold=5.0)
+    assert seq.tolist() == [[approx(math.exp(0.7)), approx(math.exp(0.7)), 0.0]]
+    assert losses.rollout_is_weights(old, mu, m, "sequence", threshold=2.0).tolist() == [[2.0, 2.0, 0.0]]
+
+
+def test_ctpo_preset_applies_sequence_rollout_is(batch_factory):
+    algo = build_algorithm("ctpo")
+    b = batch_factory([[1, 1], [1, 0]], [1.0, 0.0], [0, 0])
+    logp = torch.full((2, 2), -1.0)
+    mu = logp + T([[-0.1, -0.1], [0.3, 0.0]])
+    b = b.replace(old_logprobs=logp, rollout_logprobs=mu)
+    loss, _ = algo.loss(b, logp, algo.advantages(b, {}))
+    # ratio 1 -> loss −A·w per token; w0 = e^{0.2}, w1 = e^{-0.3}; token-mean over 3 tokens
+    z = 1 / math.sqrt(2)
+    assert loss.item() == approx((-2 * z * math.exp(0.2) + z * math.exp(-0.3)) / 3)
+
+
+def test_collect_groups_stops_when_full(batch_factory):
+    from toolgym.trainers.samplers import collect_groups
+
+    def gen():
+        yield batch_factory([[1]] * 4, [1, 1, 1, 0], [0, 0, 1, 1])  # keeps group 1
+        yield batch_factory([[1]] * 4, [0, 1, 0, 0], [0, 0, 1, 1])  # keeps group 0
+        raise AssertionError("drew a third batch")
+
+    out, drawn = collect_groups(gen(), DynamicSampling(), target_groups=2)
+    assert drawn == 2
+    assert out.group_id.tolist() == [0, 0, 1, 1] and out.reward.tolist() == [1, 0, 0, 1]
+    out, drawn = collect_groups(gen(), DynamicSampling(), target_groups=2, max_num_gen_batches=1)
+    assert drawn == 1 and out.group_id.tolist() == [0, 0]
+    out, _ = collect_groups(iter([batch_factory([[1]] * 2, [1, 1], [0, 0])]), DynamicSampling(), 1)
+    assert out is None

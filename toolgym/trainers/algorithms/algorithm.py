@@ -151,6 +151,9 @@ class Algorithm:
         mat = self.loss_fn(logp, old, adv.advantages, pmask, **self.loss_cfg)
         if adv.token_weights is not None:
             mat = mat * adv.token_weights
+        is_weights = self._rollout_is(batch, old, pmask)
+        if is_weights is not None:
+            mat = mat * is_weights
         total = self.aggregator(mat, pmask, by_mask.get("mask"), **self.agg_cfg)
         metrics = {"losses/policy": float(total.detach())}
         inputs = _reg_inputs(batch, logp, old, adv, mask, entropy, values)
@@ -160,6 +163,14 @@ class Algorithm:
             metrics[f"losses/{reg.name}"] = float(value.detach())
         metrics["losses/total"] = float(total.detach())
         return total, metrics
+
+    def _rollout_is(self, batch: RolloutBatch, old: Tensor, mask: Tensor) -> Tensor | None:
+        """hparams "rollout_is" ("token" | "sequence") with "rollout_is_threshold": TIS weights."""
+        level = self.preset.hparams.get("rollout_is")
+        if not level or batch.rollout_logprobs is None:
+            return None
+        threshold = float(self.preset.hparams.get("rollout_is_threshold", 2.0))
+        return losses.rollout_is_weights(old, batch.rollout_logprobs, mask, level, threshold)
 
     def _regularizer_value(self, reg: BoundRegularizer, inputs: dict[str, Any], counts: GlobalCounts | None) -> Tensor:
         missing = [k for k in (*reg.reg.inputs, reg.reg.mask_key) if inputs.get(k) is None]

@@ -72,11 +72,12 @@ register_preset(
         loss=PluginRef("ctpo", {"mode": "cumprod", "c_low": 0.025, "c_high": 0.05, "c_c": 0.05}),
         aggregator=PluginRef("token-mean"),
         rollout=RolloutSpec("group", 8),
-        hparams={"lr": 1e-6, "entropy_coef": 0.0, "rollout_is_threshold": 5.0},
+        hparams={"lr": 1e-6, "entropy_coef": 0.0, "rollout_is": "sequence", "rollout_is_threshold": 5.0},
         paper="Rethinking Importance Sampling in LLM Policy Optimization: A Cumulative Token Perspective (CTPO)",
         arxiv="2605.07331",
         evidence="[CODE] loss, position-adaptive clip and defaults; [ABS] √t motivation",
         tier="A",
-        notes="Sequence-level rollout-IS correction (threshold 5.0) is the learner's job.",
+        notes="Sequence-level rollout-IS correction (threshold 5.0) applies when the batch has "
+        "rollout_logprobs (μ) and old_logprobs (π_old).",
     )
 )
