@@ -92,6 +92,16 @@ def test_protocol_garbage_kills_and_replaces_the_session(sandbox):
         assert session.run("6 * 7").stdout == "42\n"
 
 
+def test_threads_and_subprocesses_work(sandbox):
+    code = (
+        "import concurrent.futures, subprocess\n"
+        "with concurrent.futures.ThreadPoolExecutor(4) as pool:\n"
+        "    print(sum(pool.map(abs, range(-4, 0))))\n"
+        "print(subprocess.run(['echo', 'hi'], capture_output=True, text=True).stdout.strip())"
+    )
+    assert sandbox.run(code).stdout == "10\nhi\n"
+
+
 def test_forked_child_never_answers(sandbox):
     with sandbox.open_session() as session:
         result = session.run("import os\npid = os.fork()\nprint('child' if pid == 0 else 'parent')")
@@ -101,10 +111,13 @@ def test_forked_child_never_answers(sandbox):
 
 @pytest.mark.parametrize("name", BACKEND_NAMES)
 def test_cpu_time_limit(sandbox_factory, name):
-    limits = SandboxLimits(wall_time=20, cpu_time=1, kill_grace=0.5)
-    result = sandbox_factory(name, limits).run("while True: pass")
-    assert result.timed_out and "CPU-time" in result.stderr
-    assert result.duration < 10
+    limits = SandboxLimits(wall_time=20, cpu_time=0.3, kill_grace=0.5)
+    with sandbox_factory(name, limits).open_session() as session:
+        assert session.run("import time\ntime.sleep(0.6)").ok  # sleeping costs no CPU time
+        result = session.run("while True: pass")
+        assert result.timed_out and "CPU-time" in result.stderr and result.killed_reason is None
+        assert result.duration < 10
+        assert session.run("'next'").stdout == "'next'\n"
 
 
 def test_memory_limit_raises_memory_error(sandbox):

@@ -73,6 +73,7 @@ class PipeChannel:
         cwd: str | None = None,
         preexec: Callable[[], None] | None = None,
         on_kill: Callable[[], None] | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
         self._proc = subprocess.Popen(
             list(argv),
@@ -84,6 +85,7 @@ class PipeChannel:
             preexec_fn=preexec,
             start_new_session=True,
             close_fds=True,
+            pass_fds=tuple(pass_fds),
         )
         self._on_kill = on_kill
         self._status: int | None = None

@@ -11,11 +11,13 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+import math
 import os
 import resource
 import signal
 import struct
 import sys
+import time
 import traceback
 from types import CodeType
 from typing import Any, TextIO
@@ -23,6 +25,7 @@ from typing import Any, TextIO
 _HEADER = struct.Struct(">I")
 _MAX_REQUEST = 16 * 1024 * 1024
 _RUNNER_PID = os.getpid()
+_ARMED = [False]  # whether a call's limits are armed; late timer signals are ignored otherwise
 
 
 class CallTimeout(BaseException):
@@ -77,11 +80,13 @@ def _take_protocol_fds() -> tuple[int, int]:
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
-    raise CallTimeout
+    if _ARMED[0]:
+        raise CallTimeout
 
 
 def _on_xcpu(signum: int, frame: Any) -> None:
-    raise CpuTimeExceeded
+    if _ARMED[0]:
+        raise CpuTimeExceeded
 
 
 def _used_cpu() -> float:
@@ -90,9 +95,13 @@ def _used_cpu() -> float:
 
 
 def _arm_limits(timeout: float | None, cpu_time: float | None) -> None:
+    _ARMED[0] = True
     if cpu_time:
+        # ITIMER_PROF measures this process's CPU time precisely; RLIMIT_CPU (whole seconds,
+        # SIGXCPU) is the backstop for code that blocks SIGPROF.
+        signal.setitimer(signal.ITIMER_PROF, cpu_time)
         hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
-        soft = int(_used_cpu() + cpu_time) + 1
+        soft = math.ceil(_used_cpu() + cpu_time) + 1
         if hard != resource.RLIM_INFINITY:
             soft = min(soft, hard)
         resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
@@ -101,7 +110,9 @@ def _arm_limits(timeout: float | None, cpu_time: float | None) -> None:
 
 
 def _disarm_limits() -> None:
+    _ARMED[0] = False
     signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 def _compile_cell(code: str) -> tuple[CodeType, CodeType | None]:
@@ -158,12 +169,27 @@ def _read_capture(fd: int, limit: int) -> tuple[str, bool]:
     return data[:limit].decode("utf-8", "replace"), len(data) > limit
 
 
+def _may_kill_strays() -> bool:
+    """True only where ``kill(-1)`` can reach nothing but this sandbox's own processes.
+
+    That needs an unprivileged uid (root could signal every process it sees) and a private PID
+    namespace, where the runner is pid 1 (docker) or a child of the namespace's init (bwrap).
+    Anywhere else (a runner started on the host by mistake) stray processes are left alone.
+    """
+    return os.geteuid() != 0 and os.getuid() != 0 and (os.getpid() == 1 or os.getppid() == 1)
+
+
 def _kill_strays() -> None:
-    """Kill every other process of the sandbox (only safe inside a private PID namespace)."""
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except OSError:
-        pass
+    """Kill every other process of the sandbox (only inside a private PID namespace)."""
+    if not _may_kill_strays():
+        return
+    for _ in range(200):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            return  # nothing left to signal
+        _reap_children()
+        time.sleep(0.001)
 
 
 def _reap_children() -> None:
@@ -176,16 +202,16 @@ def _reap_children() -> None:
 
 def _run_request(request: dict[str, Any], namespace: dict[str, Any], streams: tuple[TextIO, TextIO]) -> dict[str, Any]:
     sys.stdout, sys.stderr = streams
-    timed_out = False
     try:
-        _arm_limits(request.get("timeout"), request.get("cpu_time"))
-        exit_code, timed_out = _execute(request["code"], namespace)
-        if os.getpid() != _RUNNER_PID:
-            os._exit(exit_code & 0xFF)  # a child forked by the cell must never answer
-    except (CallTimeout, CpuTimeExceeded):
+        try:
+            _arm_limits(request.get("timeout"), request.get("cpu_time"))
+            exit_code, timed_out = _execute(request["code"], namespace)
+            if os.getpid() != _RUNNER_PID:
+                os._exit(exit_code & 0xFF)  # a child forked by the cell must never answer
+        finally:
+            _disarm_limits()
+    except (CallTimeout, CpuTimeExceeded):  # the limit fired between the cell and the disarm
         exit_code, timed_out = 1, True
-    finally:
-        _disarm_limits()
     for stream in streams:
         try:
             stream.flush()
@@ -211,6 +237,7 @@ def main() -> None:
     proto_in, proto_out = _take_protocol_fds()
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.signal(signal.SIGXCPU, _on_xcpu)
+    signal.signal(signal.SIGPROF, _on_xcpu)
     sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
     sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
     streams = (sys.stdout, sys.stderr)

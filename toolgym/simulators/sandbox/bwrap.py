@@ -20,6 +20,7 @@ from toolgym.simulators.sandbox._proc import (
 from toolgym.simulators.sandbox.base import ChannelSandbox, SandboxUnavailable
 from toolgym.simulators.sandbox.cgroup import Cgroup
 from toolgym.simulators.sandbox.limits import SandboxLimits
+from toolgym.simulators.sandbox.seccomp import filter_fd
 
 logger = logging.getLogger(__name__)
 
@@ -85,13 +86,16 @@ class BwrapSandbox(ChannelSandbox):
     ``/tmp`` sized by ``limits.disk_bytes``, a cleared environment, and rlimits. When the host
     runs as root, the code runs as a random unprivileged uid without capabilities, so
     RLIMIT_NPROC binds and sandboxes cannot touch each other's processes; a cgroup caps the
-    sandbox's total memory and processes where the cgroup filesystem is writable.
+    sandbox's total memory and processes where the cgroup filesystem is writable; a seccomp
+    filter refuses new user namespaces and other rarely needed kernel interfaces.
 
     Args:
         limits: Resource limits (defaults to :class:`SandboxLimits`).
         python: Interpreter to run inside (default: the one running toolgym).
         ro_binds: Extra host paths to expose read-only at the same path (e.g. a site-packages).
         use_cgroups: Also confine each sandbox in a cgroup when possible.
+        use_seccomp: Refuse new user namespaces, keyrings, eBPF, perf, userfaultfd and io_uring
+            with a seccomp filter (x86_64 and aarch64).
         bwrap: Name or path of the bubblewrap binary.
     """
 
@@ -105,6 +109,7 @@ class BwrapSandbox(ChannelSandbox):
         python: str | None = None,
         ro_binds: Sequence[str] = (),
         use_cgroups: bool = True,
+        use_seccomp: bool = True,
         bwrap: str = "bwrap",
     ) -> None:
         super().__init__(limits)
@@ -112,14 +117,17 @@ class BwrapSandbox(ChannelSandbox):
         self.python = python or executable
         self._binds = [*prefixes, *ro_binds]
         self._use_cgroups = use_cgroups
+        self._use_seccomp = use_seccomp
         self._bwrap = shutil.which(bwrap)
         if self._bwrap is None:
             raise SandboxUnavailable("bubblewrap is not installed (apt-get install -y bubblewrap)")
 
-    def command(self, argv: Sequence[str], uid: int) -> list[str]:
+    def command(self, argv: Sequence[str], uid: int, seccomp_fd: int | None = None) -> list[str]:
         """Build the full bwrap command line that runs ``argv`` in a new sandbox."""
         assert self._bwrap is not None
         args = [self._bwrap, *_NAMESPACES, "--die-with-parent", "--new-session"]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         if os.geteuid() != 0:
             args += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
         args += ["--hostname", "sandbox", *_system_binds()]
@@ -134,19 +142,24 @@ class BwrapSandbox(ChannelSandbox):
         """Start the REPL runner in a new bubblewrap sandbox."""
         uid = _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
         cgroup = Cgroup.create(self.limits) if self._use_cgroups else None
+        seccomp_fd = filter_fd() if self._use_seccomp else None
         hooks = [cgroup.join] if cgroup is not None else []
-        argv = self.command([self.python, "-I", "-c", runner_source()], uid)
+        argv = self.command([self.python, "-I", "-c", runner_source()], uid, seccomp_fd)
         try:
             return PipeChannel(
                 argv,
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
                 preexec=make_preexec(rlimits_for(self.limits), hooks),
                 on_kill=cgroup.remove if cgroup is not None else None,
+                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
             )
         except OSError:
             if cgroup is not None:
                 cgroup.remove()
             raise
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
 
 
 @functools.cache

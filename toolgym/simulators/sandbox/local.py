@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from toolgym.simulators.sandbox.limits import SandboxLimits
 logger = logging.getLogger(__name__)
 
 NOBODY = 65534
+_SYSTEM_BIN_DIRS = ("/usr/local/bin", "/usr/bin", "/bin")
 UNSAFE_MESSAGE = (
     "toolgym sandbox: using the 'subprocess' backend, which applies rlimits and a private "
     "working directory but does NOT isolate the file system or the network. Install "
@@ -33,10 +35,10 @@ UNSAFE_MESSAGE = (
 class SubprocessSandbox(ChannelSandbox):
     """Runs code in a plain child process with rlimits, a cleared environment and a temp dir.
 
-    When the host runs as root and the interpreter is reachable by others, the child drops to
-    uid ``nobody`` so RLIMIT_NPROC binds (it never binds root). Use
-    only where neither bubblewrap nor Docker is available: constructing one emits a
-    ``RuntimeWarning``.
+    When the host runs as root, the child drops to uid ``nobody`` so RLIMIT_NPROC binds (it
+    never binds root). If ``nobody`` cannot reach the host's interpreter (e.g. a pyenv under
+    ``/root``), a system interpreter of the same Python version is used instead. Use only where
+    neither bubblewrap nor Docker is available: constructing one emits a ``RuntimeWarning``.
     """
 
     name = "subprocess"
@@ -48,12 +50,18 @@ class SubprocessSandbox(ChannelSandbox):
             logger.warning(UNSAFE_MESSAGE)
         self.python = host_python()[0]
         #: Drop to uid nobody (so RLIMIT_NPROC binds) when root and nobody can run the interpreter.
-        self.as_nobody = os.geteuid() == 0 and _others_can_run(self.python)
+        self.as_nobody = False
+        if os.geteuid() == 0:
+            self.python, self.as_nobody = _interpreter_for_nobody(self.python)
+            if not self.as_nobody:
+                logger.warning("no interpreter that uid nobody can run: sandboxed code runs as root")
 
     def spawn(self) -> PipeChannel:
         """Start the REPL runner in a child process with rlimits and a fresh working dir."""
         root = tempfile.mkdtemp(prefix="toolgym-sandbox-")
         workdir, tmpdir = os.path.join(root, "work"), os.path.join(root, "tmp")
+        if self.as_nobody:
+            os.chmod(root, 0o711)  # nobody may traverse to its own directories, not list them
         for path in (workdir, tmpdir):
             os.mkdir(path, 0o700)
             if self.as_nobody:
@@ -71,6 +79,16 @@ class SubprocessSandbox(ChannelSandbox):
         except OSError:
             shutil.rmtree(root, ignore_errors=True)
             raise
+
+
+def _interpreter_for_nobody(preferred: str) -> tuple[str, bool]:
+    """Return ``(python, True)`` for an interpreter of this Python version that ``nobody`` can run."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [preferred, *(os.path.join(d, version) for d in _SYSTEM_BIN_DIRS)]
+    for candidate in candidates:
+        if os.path.isfile(candidate) and _others_can_run(candidate):
+            return os.path.realpath(candidate), True
+    return preferred, False
 
 
 def _others_can_run(executable: str) -> bool:
