@@ -11,6 +11,7 @@ ENV_IDS: dict[str, str] = {
     "toolgym/Remote-v0": "toolgym.envs.remote:RemoteEnv",
     "toolgym/Retail-v0": "toolgym.envs.worlds.retail:RetailEnv",
     "toolgym/Clinic-v0": "toolgym.envs.worlds.clinic:ClinicEnv",
+    "toolgym/BFCL-MultiTurn-v0": "toolgym.envs.bfcl:BFCLMultiTurnEnv",
 }
 
 

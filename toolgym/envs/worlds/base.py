@@ -51,7 +51,7 @@ class Domain:
         return frozenset(t.name for t in self.tools if not t.spec.annotations.read_only)
 
 
-def tool_call(name: str, **arguments: Any) -> str:
+def tool_call(name: str, /, **arguments: Any) -> str:
     """A gold action: one Hermes tool-call block."""
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "</tool_call>"
 
