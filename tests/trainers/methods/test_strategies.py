@@ -116,3 +116,11 @@ def test_trace_batch_spans_and_turns(ScriptedCalculatorPolicy) -> None:
     assert set(b.turn_idx[b.loss_mask > 0].tolist()) == {0, 1}
     assert (b.span_type == 3).sum() == len(byte_encode(trace.turns[0].action.split("I will compute it.")[1]))
     assert torch.equal(b.loss_mask.bool(), b.turn_idx >= 0)
+
+
+def test_trace_batch_carries_gold_calls(ScriptedCalculatorPolicy) -> None:
+    trace = runner(ScriptedCalculatorPolicy()).run(EpisodePlan(seed=3, group_id=0))
+    gold = traces_to_batch([trace], byte_encode).gold[0]
+    assert gold["calls"][0]["name"] == "calculator" and trace.success
+    assert trace.turns[1].action == f"<answer>{gold['answer']}</answer>"
+    assert gold["calls"][0]["arguments"] == trace.turns[0].info["tool_calls"][0]["arguments"]

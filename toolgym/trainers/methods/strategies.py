@@ -107,6 +107,9 @@ class ForkRunner:
         """Run `plan` to the end."""
         obs, _ = self.env.reset(seed=plan.seed, options=plan.options or None)
         trace = Trace(plan=plan, prompt=plan.prompt_prefix + obs, sample_id=next(self._ids))
+        task = getattr(self.env.unwrapped, "task", None)
+        if task is not None:
+            trace.meta["gold"] = {"actions": list(task.gold_actions), "answer": task.answer}
         return self._continue(trace, "")
 
     def fork(self, parent: Trace, turn: int, prefix: str = "") -> Trace:

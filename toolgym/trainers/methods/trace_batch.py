@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from toolgym.trainers.batch import Path, RolloutBatch, SpanType, ToolCallRecord,
 from toolgym.trainers.methods.strategies import Trace
 
 Encode = Callable[[str], list[int]]
+_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 _SEGMENT = re.compile(r"(<tool_call>.*?</tool_call>|<answer>.*?</answer>)", re.S)
 
 
@@ -86,6 +88,23 @@ def _records(trace: Trace) -> list[ToolCallRecord]:
     ]
 
 
+def gold_of(trace: Trace) -> dict[str, Any] | None:
+    """`{"calls": [...], "answer": ...}` from the task's gold actions recorded by the runner, if any."""
+    gold = trace.meta.get("gold")
+    if gold is None:
+        return None
+    calls = []
+    for action in gold.get("actions", []):
+        for body in _CALL.findall(action):
+            try:
+                call = json.loads(body)
+            except ValueError:
+                continue
+            if isinstance(call, dict) and "name" in call:
+                calls.append({"name": call["name"], "arguments": call.get("arguments", {})})
+    return {"calls": calls, "answer": gold.get("answer")}
+
+
 def _components(traces: Sequence[Trace]) -> dict[str, torch.Tensor]:
     sums: list[dict[str, float]] = []
     for tr in traces:
@@ -136,4 +155,5 @@ def traces_to_batch(
         reward_components=_components(traces),
         tool_calls=[_records(t) for t in traces],
         response_text=["".join(turn.action for turn in t.turns) for t in traces],
+        gold=[gold_of(t) for t in traces],
     )
