@@ -12,6 +12,7 @@ ENV_IDS: dict[str, str] = {
     "toolgym/Retail-v0": "toolgym.envs.worlds.retail:RetailEnv",
     "toolgym/Clinic-v0": "toolgym.envs.worlds.clinic:ClinicEnv",
     "toolgym/BFCL-MultiTurn-v0": "toolgym.envs.bfcl:BFCLMultiTurnEnv",
+    "toolgym/CodeInterpreter-v0": "toolgym.envs.code_interpreter:CodeInterpreterEnv",
 }
 
 
