@@ -11,6 +11,7 @@ from wrapper_helpers import TOOL_ENV_IDS, PricedEnv, call
 
 from toolgym.envs.evaluation.policies import OraclePolicy
 from toolgym.envs.wrappers import FaultWrapper
+from toolgym.schemas import FaultEvent
 from toolgym.simulators.faults import ALL_KINDS, FaultConfig
 
 LABELS = {"kind", "tool", "step", "explicit", "transient", "detail"}
@@ -45,8 +46,16 @@ def test_every_env_accepts_faults_and_labels_events(env_id: str) -> None:
     assert events, "a 70% fault rate must produce events"
     for item in events:
         assert set(item) == LABELS and item["kind"] in ALL_KINDS
+        assert FaultEvent.model_validate(item).model_dump() == item
         assert isinstance(item["explicit"], bool) and isinstance(item["transient"], bool)
         assert item["explicit"] == (item["kind"] not in ("wrong_value", "garbage", "distractor"))
+
+
+def test_env_checker_passes_with_budget_and_faults() -> None:
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make("toolgym/Calendar-v0", budget={"calls": 5}, faults={"rate": 0.5, "seed": 2})
+    check_env(env.unwrapped, skip_render_check=True)
 
 
 def _schedule(faults: dict[str, Any], seeds: range) -> list[list[dict]]:
@@ -186,6 +195,15 @@ def test_schema_drift_renames_with_a_deprecation_message_on_the_old_name() -> No
     assert payload["replacement"] == new_name and payload["renamed_parameters"] == params
     _, _, _, _, step = env.step(call(new_name, **{params.get("key", "key"): "k"}))
     assert step["tool_calls"][0]["ok"] and step["tool_calls"][0]["result"]["key"] == "k"
+
+
+def test_unknown_tool_message_lists_the_drifted_names_only() -> None:
+    env = PricedEnv(faults=only("premium", "schema_drift", permanent=1.0, seed=3))
+    _, info = env.reset(seed=0)
+    visible = sorted(t["function"]["name"] for t in info["tools"])
+    _, _, _, _, step = env.step(call("nonexistent", key="k"))
+    assert step["tool_calls"][0]["error_kind"] == "unknown_tool"
+    assert step["tool_calls"][0]["error"].endswith(", ".join(visible))
 
 
 def test_drift_covers_tool_and_parameter_renames() -> None:

@@ -37,7 +37,8 @@ class OraclePolicy:
     """Replays the task's gold actions, recovering like a careful agent would.
 
     Calls that failed with a retryable error (5xx/409, timeout, rate limit, temporarily unavailable)
-    are sent again; a deprecation error is read for the new tool or parameter names, which are used
+    are sent again, with the later calls of the same action that failed too (they may have depended
+    on the first); a deprecation error is read for the new tool or parameter names, which are used
     from then on. Outputs are never read, so implicit faults do not mislead it.
     """
 
@@ -78,12 +79,13 @@ class OraclePolicy:
         return text if parsed.answer is None else f"{text}\n<answer>{parsed.answer}</answer>"
 
     def _recoverable_failures(self, records: list[JsonDict]) -> list[RawCall]:
+        """Calls to send again: retryable failures, and the calls after one that failed too (they may depend on it)."""
         failed: list[RawCall] = []
         for record, call in zip(records, self._last, strict=False):
             kind = record.get("error_kind")
             if kind == "deprecated":
                 self._learn_drift(call.name, str(record.get("error", "")))
-            if kind in RETRYABLE or kind == "deprecated":
+            if kind in RETRYABLE or kind == "deprecated" or (failed and _reports_failure(record)):
                 failed.append(call)
         return failed
 
@@ -106,6 +108,17 @@ class OraclePolicy:
         params = self._params.get(original, {})
         arguments = {params.get(k, k): v for k, v in call.arguments.items()}
         return RawCall(name=self._renames.get(original, original), arguments=arguments)
+
+
+def _reports_failure(record: JsonDict) -> bool:
+    """A failed call, or one whose result says it failed (`{"error": ...}`, as BFCL's tools answer)."""
+    result = record.get("result")
+    if isinstance(result, str) and result.lstrip().startswith("{"):
+        try:
+            result = json.loads(result)
+        except ValueError:
+            pass
+    return not record.get("ok") or (isinstance(result, dict) and bool(result.get("error")))
 
 
 class RandomPolicy:

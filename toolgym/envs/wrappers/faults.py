@@ -53,6 +53,7 @@ class FaultHook(BaseHook):
         self.turn = 0
         self.price_multipliers: dict[str, float] = {}
         self.log: list[JsonDict] = []
+        self._visible: list[str] = []
         self._pending: dict[str, Decision] = {}
         self._drifted: dict[str, JsonDict] = {}
         self._events: list[JsonDict] = []
@@ -82,7 +83,9 @@ class FaultHook(BaseHook):
 
     def transform_specs(self, specs: list[ToolSpec]) -> list[ToolSpec]:
         """Renamed tools and parameters, hidden missing tools, added distractors."""
-        return self.injector.transform_specs(specs)
+        visible = self.injector.transform_specs(specs)
+        self._visible = [spec.name for spec in visible]
+        return visible
 
     def on_action(self, action: str) -> None:
         """A new step: the fault clock moves on."""
@@ -123,8 +126,10 @@ class FaultHook(BaseHook):
             original = self.injector.distractors[call.name]
             self._emit("distractor", call.name, True, {"imitates": original})
             return ToolResult.success(neutral_value(self.injector.schemas.get(original)))
-        if call.name not in self.injector.schemas:
-            return None
+        if call.name not in self.injector.schemas:  # unknown: list what the agent sees, not the real names
+            names = ", ".join(sorted(self._visible)) or "none"
+            message = f"unknown tool '{call.name}'; tools available in this episode: {names}"
+            return ToolResult.failure(ErrorKind.UNKNOWN_TOOL, message)
         decision = self.injector.decide(call.name)
         if decision is None:
             return None
