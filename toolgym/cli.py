@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, str] = {
     "audit": "toolgym.simulators.simulated.audit_cli",
     "serve": "toolgym.server.serve",
     "export": "toolgym.server.export",
+    "train": "toolgym.trainers.cli",
     "eval": "toolgym.envs.evaluation.cli",
 }
 

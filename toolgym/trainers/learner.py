@@ -1,0 +1,219 @@
+"""The learner: policy log-probs over whole episodes, SFT and RL steps through an `Algorithm`, checkpoints."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from toolgym.trainers.aggregators import GlobalCounts
+from toolgym.trainers.batch import RolloutBatch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """Optimisation settings of the learner."""
+
+    lr: float = 1e-4
+    """AdamW learning rate"""
+    weight_decay: float = 0.0
+    """AdamW weight decay"""
+    max_grad_norm: float = 1.0
+    """gradient clipping (0 = off)"""
+    temperature: float = 1.0
+    """log-probs are computed at the sampling temperature, like the behaviour log-probs"""
+    micro_batch_size: int = 64
+    """sequences per forward/backward (gradient accumulation over a step)"""
+    drop_zero_advantage: bool = True
+    """drop sequences whose advantages are all zero (groups with one reward) before the update"""
+    recompute_old_logprobs: bool = False
+    """recompute π_old with the learner instead of trusting the engine's behaviour log-probs"""
+    device: str = "cpu"
+    """torch device of the learner"""
+    forbidden_ids: tuple[int, ...] = ()
+    """ids the sampler may not emit: removed here too, so π_θ and the behaviour policy are the same distribution"""
+
+
+def token_logprobs(
+    model: Any,
+    batch: RolloutBatch,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    forbidden_ids: tuple[int, ...] = (),
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log π(input_ids[t] | input_ids[<t]) at every position t (0 at t=0); optionally the entropy.
+
+    Same distribution as the sampler: logits / temperature, with `forbidden_ids` removed.
+    """
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
+    logits = out.logits[:, :-1, :].float() / temperature  # (B, T-1, V): predicts tokens 1..T-1
+    if forbidden_ids:
+        logits[..., list(forbidden_ids)] = float("-inf")
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(2, batch.input_ids[:, 1:, None]).squeeze(2)  # (B, T-1)
+    logp = torch.nn.functional.pad(logp, (1, 0))  # (B, T)
+    if not with_entropy:
+        return logp, None
+    entropy = torch.special.entr(logp_all.exp()).sum(-1)  # (B, T-1); entr(0) = 0
+    return logp, torch.nn.functional.pad(entropy, (1, 0))
+
+
+class Learner:
+    """Owns the trainable policy, its optimizer and the algorithm's persistent state."""
+
+    def __init__(self, model: Any, algorithm: Any, config: LearnerConfig) -> None:
+        self.config = config
+        self.model = model.to(config.device).train()
+        self.algorithm = algorithm
+        self.algo_state: dict[str, Any] = algorithm.init_state() if algorithm is not None else {}
+        self.ref_model = self._make_ref() if algorithm is not None and algorithm.needs_ref else None
+        if algorithm is not None and algorithm.needs_critic:
+            raise ValueError(f"method {algorithm.name!r} needs a critic (value head): not supported by this learner")
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.step = 0
+        self.version = 0
+
+    def _make_ref(self) -> Any:
+        ref = copy.deepcopy(self.model).eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        return ref
+
+    # ------------------------------------------------------------------ weights
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Policy weights on CPU (what the engines load)."""
+        return {k: v.detach().to("cpu").clone() for k, v in self.model.state_dict().items()}
+
+    def set_lr(self, lr: float) -> None:
+        """Change the learning rate (e.g. SFT → RL)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    # ------------------------------------------------------------------ steps
+    def sft_step(self, batch: RolloutBatch) -> dict[str, float]:
+        """One supervised step: token-mean NLL of the trainable (model) tokens."""
+        batch = batch.to(self.config.device)
+        logp, _ = token_logprobs(self.model, batch)
+        mask = batch.mask
+        loss = -(logp * mask).sum() / mask.sum().clamp(min=1)
+        self._apply(loss)
+        return {"sft/loss": float(loss.detach())}
+
+    def rl_step(self, batch: RolloutBatch) -> dict[str, float]:
+        """One policy update on a batch of episodes; returns namespaced metrics."""
+        algo, cfg = self.algorithm, self.config
+        batch = algo.transform_rewards(batch.to(cfg.device))
+        batch, _missing = algo.filter_groups(batch)
+        batch = self._fill_logprobs(batch)
+        adv = algo.advantages(batch, self.algo_state)
+        metrics = {"rollout/sequences": float(batch.batch_size)}
+        if cfg.drop_zero_advantage:
+            keep = (adv.advantages.abs().sum(dim=1) > 0).nonzero().flatten()
+            metrics["rollout/kept_fraction"] = float(len(keep)) / max(batch.batch_size, 1)
+            if len(keep) == 0:
+                return {**metrics, "losses/skipped": 1.0}
+            batch, adv = batch.select(keep), _select_adv(adv, keep)
+        metrics.update(self._update(batch, adv))
+        algo.update_state(batch, self.algo_state, None)
+        return metrics
+
+    def _fill_logprobs(self, batch: RolloutBatch) -> RolloutBatch:
+        changes: dict[str, Any] = {}
+        with torch.no_grad():
+            if self.config.recompute_old_logprobs or batch.rollout_logprobs is None:
+                changes["old_logprobs"] = self._logprobs(self.model, batch)[0]
+            if self.ref_model is not None:
+                changes["ref_logprobs"] = self._logprobs(self.ref_model, batch)[0]
+        return batch.replace(**changes) if changes else batch
+
+    def _logprobs(self, model: Any, batch: RolloutBatch, with_entropy: bool = False) -> tuple[Any, Any]:
+        return token_logprobs(model, batch, self.config.temperature, with_entropy, self.config.forbidden_ids)
+
+    def _update(self, batch: RolloutBatch, adv: Any) -> dict[str, float]:
+        """Gradient accumulation over micro-batches with global counts, then one optimizer step."""
+        counts = GlobalCounts.from_mask(batch.mask, max_len=batch.seq_len)
+        size = self.config.micro_batch_size
+        sums: dict[str, float] = {}
+        self.optimizer.zero_grad(set_to_none=True)
+        for start in range(0, batch.batch_size, size):
+            rows = torch.arange(start, min(start + size, batch.batch_size))
+            micro, micro_adv = batch.select(rows), _select_adv(adv, rows)
+            logp, entropy = self._logprobs(self.model, micro, with_entropy=True)
+            loss, metrics = self.algorithm.loss(micro, logp, micro_adv, entropy=entropy, counts=counts)
+            loss.backward()
+            metrics["losses/entropy"] = float((entropy * micro.mask).sum() / counts.num_tokens)
+            metrics.update(_ratio_metrics(logp.detach(), micro, counts))
+            for k, v in metrics.items():
+                sums[k] = sums.get(k, 0.0) + v
+        sums["losses/grad_norm"] = self._clip_and_step()
+        return sums
+
+    def _apply(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self._clip_and_step()
+
+    def _clip_and_step(self) -> float:
+        norm = 0.0
+        if self.config.max_grad_norm > 0:
+            norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm))
+        self.optimizer.step()
+        self.step += 1
+        self.version += 1
+        return norm if math.isfinite(norm) else float("nan")
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: str | Path, tokenizer: Any = None, extra: dict[str, Any] | None = None) -> Path:
+        """Model (`save_pretrained`), tokenizer, optimizer, algorithm state and counters."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(path)
+        state = {
+            "optimizer": self.optimizer.state_dict(),
+            "algo_state": self.algo_state,
+            "step": self.step,
+            "version": self.version,
+            "extra": extra or {},
+        }
+        torch.save(state, path / "trainer_state.pt")
+        return path
+
+    def load(self, path: str | Path) -> dict[str, Any]:
+        """Restore what `save` wrote; returns its `extra`."""
+        from transformers import AutoModelForCausalLM
+
+        path = Path(path)
+        loaded = AutoModelForCausalLM.from_pretrained(str(path))
+        self.model.load_state_dict(loaded.state_dict())
+        state = torch.load(path / "trainer_state.pt", weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.algo_state, self.step, self.version = state["algo_state"], state["step"], state["version"]
+        return dict(state.get("extra", {}))
+
+
+def _select_adv(adv: Any, rows: torch.Tensor) -> Any:
+    return copy.copy(adv).__class__(
+        advantages=adv.advantages[rows],
+        returns=None if adv.returns is None else adv.returns[rows],
+        token_weights=None if adv.token_weights is None else adv.token_weights[rows],
+        aux={k: (v[rows] if isinstance(v, torch.Tensor) else v) for k, v in adv.aux.items()},
+    )
+
+
+def _ratio_metrics(logp: torch.Tensor, batch: RolloutBatch, counts: GlobalCounts) -> dict[str, float]:
+    """Approximate KL to the behaviour policy and clip-relevant ratio stats (summed over micro-batches)."""
+    if batch.rollout_logprobs is None:
+        return {}
+    mask = batch.mask
+    log_ratio = (logp - batch.rollout_logprobs) * mask  # (B, T)
+    kl = ((log_ratio.exp() - 1) - log_ratio) * mask  # k3 estimate of KL(μ||π)
+    return {"losses/approx_kl": float(kl.sum() / counts.num_tokens)}

@@ -1,0 +1,1 @@
+"""Ray layer: actor classes, launcher (local Ray or `address=`), and the driver loop."""

@@ -1,0 +1,190 @@
+"""The driver loop: roll out on the workers, update on the learner, sync weights, log, checkpoint."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from toolgym.trainers._deps import require
+from toolgym.trainers.config import TrainConfig, to_dict
+from toolgym.trainers.logging import MetricsWriter, plot_reward_curve
+from toolgym.trainers.ray.launcher import Actors, init_ray, launch, shutdown
+from toolgym.trainers.rollouts.collector import EpisodeSpec
+from toolgym.trainers.rollouts.episode import Episode
+from toolgym.trainers.rollouts.stats import rollout_metrics, success_rate
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    """What a run achieved."""
+
+    run_dir: Path
+    success_before: float
+    success_after: float
+    steps: int
+    sft_steps: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def train_specs(cfg: TrainConfig, step: int) -> list[list[EpisodeSpec]]:
+    """The step's groups (same seed = same task), split into whole groups per worker."""
+    rng = np.random.default_rng([cfg.seed, step])
+    seeds = cfg.rollout.train_seed_offset + rng.integers(0, 2**30, size=cfg.rollout.prompts_per_step)
+    groups = [
+        [EpisodeSpec(seed=int(s), group_id=step * cfg.rollout.prompts_per_step + g)] * cfg.rollout.group_size
+        for g, s in enumerate(seeds)
+    ]
+    per_worker = len(groups) // cfg.rollout.workers
+    return [sum(groups[w * per_worker : (w + 1) * per_worker], []) for w in range(cfg.rollout.workers)]
+
+
+def eval_specs(cfg: TrainConfig) -> list[list[EpisodeSpec]]:
+    """Eval seeds 0..tasks-1, dealt round-robin to the workers."""
+    specs = [EpisodeSpec(seed=i, group_id=i) for i in range(cfg.eval.tasks)]
+    return [specs[w :: cfg.rollout.workers] for w in range(cfg.rollout.workers)]
+
+
+def run_rollouts(
+    actors: Actors,
+    parts: list[list[EpisodeSpec]],
+    temperature: float,
+    max_new_tokens: int,
+    *,
+    greedy: bool = False,
+    seed: int | None = None,
+) -> tuple[list[Episode], float]:
+    """Episodes from every worker (one `ray.get` for the batch) and the slowest worker's seconds."""
+    ray = require("ray")
+    refs = [
+        w.rollout.remote(p, temperature, max_new_tokens, greedy=greedy, seed=None if seed is None else seed + i)
+        for i, (w, p) in enumerate(zip(actors.workers, parts, strict=True))
+    ]
+    results = ray.get(refs)
+    return [ep for episodes, _ in results for ep in episodes], max(s for _, s in results)
+
+
+def sync_weights(actors: Actors) -> float:
+    """Learner → workers: the weights go through the object store once; returns seconds."""
+    ray = require("ray")
+    start = time.perf_counter()
+    weights = actors.learner.state_dict.remote()
+    version = ray.get(actors.learner.get_version.remote())
+    ray.get([w.update_weights.remote(weights, version) for w in actors.workers])
+    return time.perf_counter() - start
+
+
+def evaluate(actors: Actors, cfg: TrainConfig) -> float:
+    """Greedy success rate on the eval tasks."""
+    episodes, _ = run_rollouts(actors, eval_specs(cfg), 1.0, cfg.eval.max_new_tokens, greedy=True)
+    return success_rate(episodes)
+
+
+def prepare_policy(cfg: TrainConfig) -> tuple[str, int, float]:
+    """The model folder to train (building the tiny model when no path is given); SFT steps and seconds."""
+    if cfg.model.path is not None:
+        return cfg.model.path, 0, 0.0
+    from toolgym.trainers.tiny.prepare import prepare_tiny_policy
+
+    prepared = prepare_tiny_policy(cfg, cfg.run_dir / "sft_model")
+    sft_steps = prepared.sft.steps if prepared.sft is not None else 0
+    return str(prepared.path), sft_steps, prepared.seconds
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest `checkpoints/step_*` folder, if any."""
+    found = sorted((run_dir / "checkpoints").glob("step_*"))
+    return found[-1] if found else None
+
+
+def save_checkpoint(actors: Actors, run_dir: Path, step: int, before: float) -> None:
+    """Learner state at `step` (the workers get weights from the learner on resume)."""
+    ray = require("ray")
+    ray.get(
+        actors.learner.save.remote(
+            str(run_dir / "checkpoints" / f"step_{step:06d}"), {"step": step, "success_before": before}
+        )
+    )
+
+
+def train(cfg: TrainConfig, progress: bool = True, on_line: Callable[[str], None] | None = None) -> TrainResult:
+    """Run SFT warm start (tiny model), evaluation, the RL loop and the final evaluation."""
+    say = on_line or (lambda line: logger.info("%s", line))
+    run_dir = cfg.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    model_path, sft_steps, sft_s = prepare_policy(cfg)
+    say(f"policy: {model_path} (SFT steps {sft_steps}, {sft_s:.0f}s)")
+    started = init_ray(cfg.ray, cfg.threads)
+    actors = None
+    try:
+        actors = launch(cfg, model_path)
+        return _train_loop(cfg, actors, say, progress, sft_steps, sft_s)
+    finally:
+        shutdown(actors, started)
+
+
+def _resume(cfg: TrainConfig, actors: Actors, say: Callable[[str], None]) -> tuple[int, float | None]:
+    ray = require("ray")
+    checkpoint = latest_checkpoint(cfg.run_dir) if cfg.resume else None
+    if checkpoint is None:
+        return 0, None
+    extra = ray.get(actors.learner.load.remote(str(checkpoint)))
+    sync_weights(actors)
+    say(f"resumed from {checkpoint}")
+    return int(extra["step"]), float(extra["success_before"])
+
+
+def _train_loop(
+    cfg: TrainConfig, actors: Actors, say: Callable[[str], None], progress: bool, sft_steps: int, sft_s: float
+) -> TrainResult:
+    ray = require("ray")
+    from tqdm import tqdm
+
+    writer = MetricsWriter(cfg.run_dir)
+    start_step, before = _resume(cfg, actors, say)
+    t0 = time.perf_counter()
+    if before is None:
+        before = evaluate(actors, cfg)
+        writer.log(start_step, {"eval/success_rate": before})
+    say(f"eval before RL: success_rate {before:.3f}")
+    step = start_step
+    bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress, desc="RL", unit="step")
+    while step < cfg.steps and not _out_of_time(cfg, t0):
+        episodes, rollout_s = run_rollouts(
+            actors,
+            train_specs(cfg, step),
+            cfg.rollout.temperature,
+            cfg.rollout.max_new_tokens,
+            seed=cfg.seed * 1_000_003 + step * 97,
+        )
+        metrics = rollout_metrics(episodes, rollout_s)
+        metrics.update(ray.get(actors.learner.step.remote(episodes)))
+        metrics["perf/rollout_s"], metrics["perf/sync_s"] = rollout_s, sync_weights(actors)
+        step += 1
+        if cfg.eval.every and step % cfg.eval.every == 0:
+            metrics["eval/success_rate"] = evaluate(actors, cfg)
+        writer.log(step, metrics)
+        bar.update(1)
+        bar.set_postfix(reward=f"{metrics['rollout/reward_mean']:.2f}")
+        if cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+            save_checkpoint(actors, cfg.run_dir, step, before)
+    bar.close()
+    rl_s = time.perf_counter() - t0
+    after = evaluate(actors, cfg)
+    writer.log(step, {"eval/success_rate": after})
+    writer.close()
+    save_checkpoint(actors, cfg.run_dir, step, before)
+    plot_reward_curve(cfg.run_dir / "metrics.jsonl", cfg.run_dir / "reward_curve.png")
+    return TrainResult(cfg.run_dir, before, after, step, sft_steps, {"sft": sft_s, "rl": rl_s})
+
+
+def _out_of_time(cfg: TrainConfig, t0: float) -> bool:
+    return cfg.time_budget_s > 0 and time.perf_counter() - t0 > cfg.time_budget_s

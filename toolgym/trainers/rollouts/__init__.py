@@ -1,0 +1,1 @@
+"""Rollouts: multi-turn episodes as token sequences (model tokens trainable, env tokens masked)."""

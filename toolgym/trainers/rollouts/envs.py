@@ -1,0 +1,155 @@
+"""Env pools the collector steps: local (`gym.make`) or a toolgym server over HTTP (`AsyncEnvClient`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+ResetResult = tuple[str, dict[str, Any]]
+
+
+class EnvPool(Protocol):
+    """Environment instances kept alive between batches, reset and stepped many at a time."""
+
+    async def acquire(self, n: int) -> list[Any]:
+        """At least `n` env handles (the first `n` are returned)."""
+        ...
+
+    async def reset_many(
+        self, handles: list[Any], seeds: list[int], options: list[dict[str, Any]]
+    ) -> list[ResetResult]:
+        """Reset each handle with its seed and options."""
+        ...
+
+    async def step_many(self, handles: list[Any], actions: list[str]) -> list[StepResult]:
+        """Step each handle with its action."""
+        ...
+
+    async def close(self) -> None:
+        """Free every env."""
+        ...
+
+
+class LocalEnvPool:
+    """`gym.make` environments in this process (steps are cheap, so they run inline)."""
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None) -> None:
+        import toolgym  # noqa: F401  (registers the ids)
+
+        self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
+        self.envs: list[Any] = []
+
+    async def acquire(self, n: int) -> list[Any]:
+        """Local envs, created on first need."""
+        import gymnasium as gym
+
+        while len(self.envs) < n:
+            self.envs.append(gym.make(self.env_id, **self.env_kwargs))
+        return self.envs[:n]
+
+    async def reset_many(
+        self, handles: list[Any], seeds: list[int], options: list[dict[str, Any]]
+    ) -> list[ResetResult]:
+        """Reset inline."""
+        return [env.reset(seed=s, options=o or None) for env, s, o in zip(handles, seeds, options, strict=True)]
+
+    async def step_many(self, handles: list[Any], actions: list[str]) -> list[StepResult]:
+        """Step inline."""
+        out = []
+        for env, action in zip(handles, actions, strict=True):
+            obs, reward, terminated, truncated, info = env.step(action)
+            out.append((obs, float(reward), bool(terminated), bool(truncated), info))
+        return out
+
+    async def close(self) -> None:
+        """Close the envs."""
+        for env in self.envs:
+            env.close()
+        self.envs = []
+
+
+class RemoteEnvPool:
+    """Sessions on a toolgym server: resets run concurrently, each turn's steps go in one batch request."""
+
+    def __init__(
+        self,
+        base_url: str,
+        env_id: str,
+        env_kwargs: dict[str, Any] | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+    ) -> None:
+        self.base_url, self.env_id, self.env_kwargs = base_url, env_id, dict(env_kwargs or {})
+        self.api_key, self.timeout = api_key, timeout
+        self.sessions: list[str] = []
+        self._client: Any = None
+        self._loop: Any = None
+
+    def _http(self) -> Any:
+        """The async client, rebuilt when the event loop changed (each `asyncio.run` is a new loop)."""
+        from toolgym.envs.remote import AsyncEnvClient
+
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = AsyncEnvClient(self.base_url, self.api_key, self.timeout)
+            self._loop = loop
+        return self._client
+
+    async def acquire(self, n: int) -> list[Any]:
+        """Server sessions, created concurrently on first need."""
+        client = self._http()
+        missing = n - len(self.sessions)
+        if missing > 0:
+            made = await asyncio.gather(*(client.create_session(self.env_id, self.env_kwargs) for _ in range(missing)))
+            self.sessions += [str(m["session_id"]) for m in made]
+        return self.sessions[:n]
+
+    async def reset_many(
+        self, handles: list[Any], seeds: list[int], options: list[dict[str, Any]]
+    ) -> list[ResetResult]:
+        """Reset the sessions concurrently."""
+        client = self._http()
+        answers = await asyncio.gather(
+            *(client.reset(h, seed=s, options=o or None) for h, s, o in zip(handles, seeds, options, strict=True))
+        )
+        return [(a["observation"], a["info"]) for a in answers]
+
+    async def step_many(self, handles: list[Any], actions: list[str]) -> list[StepResult]:
+        """One `/v1/step` batch request for every session of this turn."""
+        from toolgym.envs.remote import RemoteError
+
+        results = await self._http().batch_step(list(zip(handles, actions, strict=True)))
+        out = []
+        for result in results:
+            if "error" in result:
+                error = result["error"]
+                raise RemoteError(int(result.get("status", 500)), str(error.get("code")), str(error.get("message")))
+            out.append(
+                (
+                    result["observation"],
+                    float(result["reward"]),
+                    bool(result["terminated"]),
+                    bool(result["truncated"]),
+                    result["info"],
+                )
+            )
+        return out
+
+    async def close(self) -> None:
+        """Close the sessions and the client."""
+        if not self.sessions:
+            return
+        client = self._http()
+        await asyncio.gather(*(client.close_session(s) for s in self.sessions), return_exceptions=True)
+        await client.aclose()
+        self.sessions, self._client = [], None
+
+
+def make_env_pool(
+    env_id: str, server_url: str | None = None, env_kwargs: dict[str, Any] | None = None, api_key: str | None = None
+) -> EnvPool:
+    """A remote pool when `server_url` is given, else a local one."""
+    if server_url:
+        return RemoteEnvPool(server_url, env_id, env_kwargs, api_key)
+    return LocalEnvPool(env_id, env_kwargs)

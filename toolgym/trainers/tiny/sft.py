@@ -1,0 +1,89 @@
+"""SFT warm start on oracle trajectories (the task's gold actions), stopped by a validation check."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from toolgym.trainers.engines.base import GenOutput
+from toolgym.trainers.rollouts.episode import Episode, EpisodeBuilder
+from toolgym.trainers.rollouts.format import ChatFormat
+from toolgym.trainers.rollouts.to_batch import episodes_to_batch
+
+logger = logging.getLogger(__name__)
+
+
+def oracle_episode(env: Any, seed: int, tokenizer: Any, fmt: ChatFormat, max_tokens: int = 512) -> Episode:
+    """Play the task's gold actions in `env`, recorded exactly as a rollout would be."""
+    builder = EpisodeBuilder(Episode(seq_id=f"oracle-{seed}", group_id=seed, seed=seed), tokenizer, fmt, max_tokens)
+    obs, _info = env.reset(seed=seed)
+    builder.start(obs)
+    end_id = fmt.end_id(tokenizer)
+    for action in env.unwrapped.task.gold_actions:
+        ids = list(tokenizer.encode(action, add_special_tokens=False)) + [end_id]
+        builder.add_model_turn(GenOutput(ids, [0.0] * len(ids)))
+        builder.add_env_step(*env.step(action))
+        if builder.episode.done:
+            break
+    return builder.episode
+
+
+def oracle_episodes(env_id: str, seeds: Sequence[int], tokenizer: Any, fmt: ChatFormat) -> list[Episode]:
+    """Oracle episodes for every seed (local env)."""
+    import gymnasium as gym
+
+    import toolgym  # noqa: F401
+
+    env = gym.make(env_id)
+    try:
+        return [oracle_episode(env, int(s), tokenizer, fmt) for s in seeds]
+    finally:
+        env.close()
+
+
+@dataclass
+class SFTResult:
+    """How the warm start went: steps taken and (step, validation success) checks."""
+
+    steps: int
+    checks: list[tuple[int, float]] = field(default_factory=list)
+
+    @property
+    def final_success(self) -> float:
+        """Validation success at the last check."""
+        return self.checks[-1][1] if self.checks else 0.0
+
+
+def warm_start(
+    learner: Any,
+    tokenizer: Any,
+    fmt: ChatFormat,
+    validate: Callable[[], float],
+    *,
+    env_id: str,
+    batch_size: int = 64,
+    target: float = 0.3,
+    check_every: int = 5,
+    max_steps: int = 600,
+    seed: int = 0,
+    data_seed_offset: int = 10_000_000,
+) -> SFTResult:
+    """SFT on fresh oracle batches until `validate()` (greedy success) reaches `target`."""
+    rng = np.random.default_rng(seed)
+    result = SFTResult(steps=0)
+    for step in range(1, max_steps + 1):
+        seeds = rng.integers(data_seed_offset, 2**31 - 1, size=batch_size)
+        batch = episodes_to_batch(oracle_episodes(env_id, seeds, tokenizer, fmt), tokenizer.pad_token_id)
+        metrics = learner.sft_step(batch)
+        result.steps = step
+        if step % check_every == 0:
+            success = validate()
+            result.checks.append((step, success))
+            logger.info("sft step %d loss %.3f validation success %.3f", step, metrics["sft/loss"], success)
+            if success >= target:
+                break
+    return result
