@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -121,3 +122,14 @@ def test_async_client_drives_sessions_concurrently(sqlite_server: Server) -> Non
 
     results = asyncio.run(main())
     assert all(r["terminated"] for r in results)
+
+
+def test_readme_remote_example_runs(sqlite_server: Server) -> None:
+    """The README's RemoteEnv example, pointed at the test server."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Hosting environments over HTTP", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = code.replace('"http://127.0.0.1:8000"', repr(sqlite_server.url)).replace(
+        "api_key=None", f"api_key={KEY_A!r}"
+    )
+    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - our own documentation

@@ -57,5 +57,6 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=args.access_log,
         ws_max_size=settings.max_request_bytes,
+        ws_per_message_deflate=False,  # messages are small JSON: compressing them costs more CPU than it saves
     )
     return 0

@@ -66,10 +66,10 @@ class SessionManager:
         if session is not None:
             self._claim(session)
         future: Future[T] = self.executor.submit(fn)
-        if session is not None:
+        if session is not None:  # registered first: the session is free before the loop hears of the result
             future.add_done_callback(lambda _f: self._release(session))
         try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
+            return await _wait(future, timeout)
         except asyncio.TimeoutError:
             self.counters.step_timeouts += 1
             message = f"the env did not answer within the step time limit ({timeout:g} s, TOOLGYM_STEP_TIMEOUT_S)"
@@ -172,7 +172,7 @@ class SessionManager:
         timeout = self.settings.step_timeout_s * len(ready)
         started = time.perf_counter()
         try:
-            outputs = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
+            outputs = await _wait(future, timeout)
         except asyncio.TimeoutError:
             self.counters.step_timeouts += 1
             message = f"the batch did not finish within {timeout:g} s (TOOLGYM_STEP_TIMEOUT_S per step)"
@@ -270,3 +270,24 @@ class SessionManager:
                 self.store.end_session(session.id, "interrupted")
         self.sessions.clear()
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def _wait(future: Future[T], timeout: float) -> T:
+    """Await a pool future for at most `timeout` s (the thread keeps running after a timeout: it cannot be killed)."""
+    waiter = asyncio.wrap_future(future)
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        waiter.cancel()
+
+    timer = asyncio.get_running_loop().call_later(timeout, expire)
+    try:
+        return await waiter
+    except asyncio.CancelledError:
+        if expired:
+            raise asyncio.TimeoutError from None
+        raise
+    finally:
+        timer.cancel()

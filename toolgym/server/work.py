@@ -121,6 +121,7 @@ def reset_session(store: Store, session: LiveSession, seed: int | None, options:
         "reset_observation": observation,
         "reset_info_json": info_json,
         "status": "running",
+        "total_reward": 0.0,
         "started_at": started,
     }
     session.episode_row = store.start_episode(row)
