@@ -279,9 +279,9 @@ def test_solvable_keeps_a_path_to_success_on_the_world_tasks() -> None:
     assert "toolgym/Calendar-v0" in ids
     for env_id in ids:
         env = gym.make(env_id, faults={"rate": 0.6, "permanent": 0.6, "solvable": True}, max_turns=60)
-        results = [play(env, seed) for seed in range(15)]
+        results = [play(env, seed) for seed in range(10)]
         assert all(total >= 1.0 for total, _, _ in results), env_id
-        assert sum(len(events) for _, events, _ in results) > 15
+        assert sum(len(events) for _, events, _ in results) > 10
 
 
 def test_without_solvable_permanent_faults_can_block_the_task() -> None:
