@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from torch import Tensor
 
@@ -28,10 +28,7 @@ class GlobalCounts:
         return GlobalCounts(float(mask.sum()), float(mask.shape[0]), max_len)
 
 
-class Aggregator(Protocol):
-    """`agg(loss_mat [B, T], mask [B, T], counts, **cfg) -> scalar`."""
-
-    def __call__(self, loss_mat: Tensor, mask: Tensor, counts: GlobalCounts | None = None, **cfg: object) -> Tensor: ...
+Aggregator = Callable[..., Tensor]  # agg(loss_mat [B, T], mask [B, T], counts, **cfg) -> scalar
 
 
 REGISTRY: Registry[Aggregator] = Registry("aggregator", autoload=("toolgym.trainers.methods",))
@@ -84,14 +81,15 @@ def token_sum(loss_mat: Tensor, mask: Tensor, counts: GlobalCounts | None = None
     return (loss_mat * mask).sum()
 
 
-for _name, _fn in {
+_BUILTIN: dict[str, Aggregator] = {
     "token-mean": token_mean,
     "seq-mean-token-mean": seq_mean_token_mean,
     "seq-mean-token-sum": seq_mean_token_sum,
     "seq-mean-token-sum-norm": seq_mean_token_sum_norm,
     "only-token-mean": only_token_mean,
     "token-sum": token_sum,
-}.items():
+}
+for _name, _fn in _BUILTIN.items():
     REGISTRY.register(_name, _fn)
 
 

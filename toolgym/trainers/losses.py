@@ -7,7 +7,7 @@ The result is zero where mask is 0 and is NOT aggregated (see `aggregators`).
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -17,10 +17,7 @@ from toolgym.trainers.algorithms.registry import Registry
 LOG_RATIO_CLAMP = 20.0  # verl clamps the token log-ratio to ±20 [CODE verl core_algos]
 
 
-class PolicyLoss(Protocol):
-    """`loss(logp, old_logp, advantages, mask, **cfg) -> [B, T]`."""
-
-    def __call__(self, logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, **cfg: object) -> Tensor: ...
+PolicyLoss = Callable[..., Tensor]  # loss(logp, old_logp, advantages, mask, **cfg) -> [B, T]
 
 
 REGISTRY: Registry[PolicyLoss] = Registry("policy loss", autoload=("toolgym.trainers.methods",))
@@ -40,7 +37,7 @@ def clipped_surrogate(
 ) -> Tensor:
     """−min(rA, clip(r, low, high)A), then dual-clip min(·, −cA) where A<0. [B, T] -> [B, T]."""
     unclipped = -advantages * ratio
-    clipped = -advantages * torch.clamp(ratio, low, high)
+    clipped = -advantages * torch.clamp(ratio, low, high)  # type: ignore[arg-type]
     loss = torch.maximum(unclipped, clipped)
     if clip_c is not None:
         dual = torch.minimum(loss, -advantages * clip_c)
@@ -148,10 +145,11 @@ def clip_fraction(logp: Tensor, old_logp: Tensor, mask: Tensor, low: float, high
     return out.sum() / mask.sum().clamp(min=1)
 
 
-for _name, _fn in {
+_BUILTIN: dict[str, PolicyLoss] = {
     "ppo_clip": ppo_clip,
     "gspo": gspo,
     "cispo": cispo,
     "vanilla_pg": vanilla_pg,
-}.items():
+}
+for _name, _fn in _BUILTIN.items():
     REGISTRY.register(_name, _fn)

@@ -21,7 +21,8 @@ class ValueHead(nn.Module):
 
     def forward(self, hidden: Tensor) -> Tensor:
         """hidden [B, T, H] -> values [B, T] (float32)."""
-        return self.linear(self.dropout(hidden.to(self.linear.weight.dtype))).squeeze(-1).float()
+        out: Tensor = self.linear(self.dropout(hidden.to(self.linear.weight.dtype)))
+        return out.squeeze(-1).float()
 
 
 def values_for_tokens(values: Tensor) -> Tensor:

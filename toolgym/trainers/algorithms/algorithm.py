@@ -100,15 +100,17 @@ class Algorithm:
         """Apply the group filter: (kept batch, groups to regenerate)."""
         if self.group_filter is None:
             return batch, 0
-        return self.group_filter.select(batch)
+        kept, missing = self.group_filter.select(batch)
+        return kept, int(missing)
 
     def sample_prompts(
         self, prompt_keys: Sequence[int], state: dict[str, Any], n: int, rng: np.random.Generator
     ) -> list[int]:
         """Indices of `n` prompts to roll out next (uniform without a prompt sampler)."""
         if self.prompt_sampler is None:
-            return rng.choice(len(prompt_keys), size=n, replace=n > len(prompt_keys)).tolist()
-        return self.prompt_sampler.sample(prompt_keys, state, n, rng)
+            picks = rng.choice(len(prompt_keys), size=n, replace=n > len(prompt_keys))
+            return [int(i) for i in picks]
+        return [int(i) for i in self.prompt_sampler.sample(prompt_keys, state, n, rng)]
 
     def advantages(self, batch: RolloutBatch, state: dict[str, Any]) -> AdvOut:
         """Token-level advantages [B, T] (zero off the loss mask)."""

@@ -110,9 +110,8 @@ def _task(gold: Any, default: str) -> str:
 
 
 def _answers(gold: Any) -> str | list[str]:
-    if isinstance(gold, dict):
-        return gold.get("answer", "")
-    return gold
+    answer = gold.get("answer", "") if isinstance(gold, dict) else gold
+    return answer if isinstance(answer, list) else str(answer)
 
 
 class AutoTirReward:

@@ -82,14 +82,16 @@ def sinkhorn(cost: np.ndarray, reg: float = OT_REG, iters: int = 200) -> np.ndar
     for _ in range(iters):
         u = a / np.maximum(kernel @ v, 1e-300)
         v = b / np.maximum(kernel.T @ u, 1e-300)
-    return u[:, None] * kernel * v[None, :]
+    plan: np.ndarray = u[:, None] * kernel * v[None, :]
+    return plan
 
 
 def assign_ot(sim: np.ndarray, reg: float = OT_REG) -> np.ndarray:
     """Soft assignment: reward_p = Σ_g T_pg S_pg with the Sinkhorn plan of cost 1 − S. [P]."""
     if sim.size == 0:
         return np.zeros(sim.shape[0])
-    return (sinkhorn(1.0 - sim, reg) * sim).sum(axis=1)
+    out: np.ndarray = (sinkhorn(1.0 - sim, reg) * sim).sum(axis=1)
+    return out
 
 
 ASSIGNERS = {"km": assign_km, "greedy": assign_greedy, "ot": assign_ot}

@@ -69,7 +69,8 @@ def spo_advantages(reward: Tensor, p_hat: Tensor) -> Tensor:
 
 def tracker(state: dict[str, Any]) -> dict[int, PromptValue]:
     """The per-prompt table inside an estimator state."""
-    return state.setdefault("spo", {})
+    table: dict[int, PromptValue] = state.setdefault("spo", {})
+    return table
 
 
 class SPOTracker(Estimator):
@@ -149,7 +150,8 @@ class PrioritySampler:
         table = tracker(state)
         p = np.array([_get(table, int(k)).p_hat for k in prompt_keys], dtype=np.float64)
         w = np.sqrt(p * (1.0 - p)) + self.epsilon
-        return w / w.sum()
+        probs: np.ndarray = w / w.sum()
+        return probs
 
     def sample(
         self,
