@@ -7,6 +7,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 from typing import Any
@@ -88,6 +89,23 @@ def test_seccomp_filter_programs():
         assert program is not None and len(program) % 8 == 0
         assert struct.unpack_from("=HBBI", program, len(program) - 8)[3] == 0x7FFF0000  # ends in ALLOW
     assert build_filter("sparc") is None
+
+
+def test_bwrap_python_paths_are_importable_read_only(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir(mode=0o755)
+    (lib / "helper.py").write_text("def answer():\n    return 42\n")
+    lib.chmod(0o755)
+    sandbox = BwrapSandbox(SandboxLimits(wall_time=10), python_paths=[str(lib)])
+    result = sandbox.run(f"import helper\nprint(helper.answer())\nopen({str(lib / 'x.py')!r}, 'w')")
+    assert result.stdout == "42\n" and "Read-only file system" in result.stderr
+    assert sorted(p.name for p in lib.iterdir()) == ["helper.py"]
+
+
+def test_bwrap_interpreter_uses_its_own_standard_library():
+    result = BwrapSandbox(SandboxLimits(wall_time=10)).run("import os, sys\nprint(sys.prefix, os.__file__)")
+    prefix, os_file = result.stdout.split()
+    assert prefix == os.path.realpath(sys.base_prefix) and os_file.startswith(prefix)
 
 
 def test_seccomp_refuses_new_user_namespaces():

@@ -24,6 +24,15 @@ def runner_source() -> str:
     return _RUNNER_PATH.read_text(encoding="utf-8")
 
 
+def runner_argv(python: str, python_paths: Sequence[str] = ()) -> list[str]:
+    """Command line of the in-sandbox REPL: isolated mode, no site-packages, extra import paths.
+
+    ``-S`` keeps the interpreter hermetic (only the standard library, plus ``python_paths``,
+    which the runner appends to ``sys.path``) and halves its start-up time.
+    """
+    return [python, "-I", "-S", "-c", runner_source(), *python_paths]
+
+
 def host_python() -> tuple[str, list[str]]:
     """Return the real interpreter behind ``sys.executable`` and the prefixes it needs."""
     executable = os.path.realpath(sys.executable)

@@ -233,7 +233,17 @@ def _run_request(request: dict[str, Any], namespace: dict[str, Any], streams: tu
     }
 
 
+def _prepare_interpreter() -> None:
+    """Add the import paths given after ``-c`` and the ``exit``/``quit`` builtins ``-S`` omits."""
+    import site  # under -S this only defines helpers; it touches no paths
+
+    sys.path.extend(sys.argv[1:])
+    if not hasattr(builtins, "exit"):
+        site.setquit()
+
+
 def main() -> None:
+    _prepare_interpreter()
     proto_in, proto_out = _take_protocol_fds()
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.signal(signal.SIGXCPU, _on_xcpu)

@@ -9,13 +9,14 @@ import secrets
 import shutil
 import subprocess
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 
 from toolgym.simulators.sandbox._proc import (
     PipeChannel,
     host_python,
     make_preexec,
     rlimits_for,
-    runner_source,
+    runner_argv,
 )
 from toolgym.simulators.sandbox.base import ChannelSandbox, SandboxUnavailable
 from toolgym.simulators.sandbox.cgroup import Cgroup
@@ -48,6 +49,21 @@ def _system_binds() -> list[str]:
     for path in _ETC_FILES:
         args += ["--ro-bind-try", path, path]
     return args
+
+
+def _ancestors(paths: Sequence[str]) -> list[str]:
+    """Directories above ``paths`` that the sandbox creates itself (mount points and system excluded)."""
+    result: list[str] = []
+    for path in paths:
+        for parent in reversed(PurePosixPath(path).parents):
+            name = str(parent)
+            if name not in ("/", "/tmp", WORKDIR, *result) and not _is_system(name):
+                result.append(name)
+    return result
+
+
+def _is_system(path: str) -> bool:
+    return any(path == d or path.startswith(d + "/") for d in _SYSTEM_DIRS)
 
 
 def _tmpfs(path: str, size: int) -> list[str]:
@@ -92,7 +108,10 @@ class BwrapSandbox(ChannelSandbox):
     Args:
         limits: Resource limits (defaults to :class:`SandboxLimits`).
         python: Interpreter to run inside (default: the one running toolgym).
-        ro_binds: Extra host paths to expose read-only at the same path (e.g. a site-packages).
+        ro_binds: Extra host paths to expose read-only at the same path (data, models...).
+        python_paths: Directories to put on the sandbox's ``sys.path``, bound read-only (e.g. a
+            virtual environment's site-packages). By default the code sees the standard library
+            only.
         use_cgroups: Also confine each sandbox in a cgroup when possible.
         use_seccomp: Refuse new user namespaces, keyrings, eBPF, perf, userfaultfd and io_uring
             with a seccomp filter (x86_64 and aarch64).
@@ -108,6 +127,7 @@ class BwrapSandbox(ChannelSandbox):
         *,
         python: str | None = None,
         ro_binds: Sequence[str] = (),
+        python_paths: Sequence[str] = (),
         use_cgroups: bool = True,
         use_seccomp: bool = True,
         bwrap: str = "bwrap",
@@ -115,7 +135,8 @@ class BwrapSandbox(ChannelSandbox):
         super().__init__(limits)
         executable, prefixes = host_python()
         self.python = python or executable
-        self._binds = [*prefixes, *ro_binds]
+        self.python_paths = [os.path.realpath(path) for path in python_paths]
+        self._binds = [*prefixes, *ro_binds, *self.python_paths]
         self._use_cgroups = use_cgroups
         self._use_seccomp = use_seccomp
         self._bwrap = shutil.which(bwrap)
@@ -130,11 +151,12 @@ class BwrapSandbox(ChannelSandbox):
             args += ["--seccomp", str(seccomp_fd)]
         if os.geteuid() != 0:
             args += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
-        args += ["--hostname", "sandbox", *_system_binds()]
-        for path in self._binds:
-            args += ["--ro-bind", path, path]
-        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--hostname", "sandbox", *_system_binds(), "--proc", "/proc", "--dev", "/dev"]
         args += _tmpfs("/tmp", self.limits.disk_bytes) + _tmpfs(WORKDIR, self.limits.disk_bytes)
+        for parent in _ancestors(self._binds):  # bwrap would create them 0700: unreachable
+            args += ["--perms", "0755", "--dir", parent]
+        for path in self._binds:  # after the tmpfs mounts, so a path under /tmp stays visible
+            args += ["--ro-bind", path, path]
         args += ["--chdir", WORKDIR, *_environment(), "--"]
         return args + _drop_privileges(uid) + list(argv)
 
@@ -144,7 +166,7 @@ class BwrapSandbox(ChannelSandbox):
         cgroup = Cgroup.create(self.limits) if self._use_cgroups else None
         seccomp_fd = filter_fd() if self._use_seccomp else None
         hooks = [cgroup.join] if cgroup is not None else []
-        argv = self.command([self.python, "-I", "-c", runner_source()], uid, seccomp_fd)
+        argv = self.command(runner_argv(self.python, self.python_paths), uid, seccomp_fd)
         try:
             return PipeChannel(
                 argv,
@@ -169,7 +191,7 @@ def bwrap_works() -> bool:
         sandbox = BwrapSandbox(use_cgroups=False)
     except SandboxUnavailable:
         return False
-    argv = sandbox.command([sandbox.python, "-I", "-c", "pass"], _UID_RANGE[0])
+    argv = sandbox.command([sandbox.python, "-I", "-S", "-c", "pass"], _UID_RANGE[0])
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:

@@ -8,7 +8,7 @@ import shutil
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from toolgym.simulators.sandbox._proc import (
@@ -16,7 +16,7 @@ from toolgym.simulators.sandbox._proc import (
     host_python,
     make_preexec,
     rlimits_for,
-    runner_source,
+    runner_argv,
 )
 from toolgym.simulators.sandbox.base import ChannelSandbox
 from toolgym.simulators.sandbox.limits import SandboxLimits
@@ -39,12 +39,21 @@ class SubprocessSandbox(ChannelSandbox):
     never binds root). If ``nobody`` cannot reach the host's interpreter (e.g. a pyenv under
     ``/root``), a system interpreter of the same Python version is used instead. Use only where
     neither bubblewrap nor Docker is available: constructing one emits a ``RuntimeWarning``.
+
+    Args:
+        limits: Resource limits (defaults to :class:`SandboxLimits`).
+        python_paths: Directories to put on the code's ``sys.path`` (standard library only by
+            default).
+        warn: Emit the warning that this backend does not isolate.
     """
 
     name = "subprocess"
 
-    def __init__(self, limits: SandboxLimits | None = None, *, warn: bool = True) -> None:
+    def __init__(
+        self, limits: SandboxLimits | None = None, *, python_paths: Sequence[str] = (), warn: bool = True
+    ) -> None:
         super().__init__(limits)
+        self.python_paths = [os.path.realpath(path) for path in python_paths]
         if warn:
             warnings.warn(UNSAFE_MESSAGE, RuntimeWarning, stacklevel=2)
             logger.warning(UNSAFE_MESSAGE)
@@ -70,7 +79,7 @@ class SubprocessSandbox(ChannelSandbox):
         env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": tmpdir, "LANG": "C.UTF-8"}
         try:
             return PipeChannel(
-                [self.python, "-I", "-c", runner_source()],
+                runner_argv(self.python, self.python_paths),
                 env=env,
                 cwd=workdir,
                 preexec=make_preexec(rlimits_for(self.limits), hooks),
