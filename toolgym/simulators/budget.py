@@ -10,7 +10,7 @@ from typing import Any
 JsonDict = dict[str, Any]
 RESOURCES = ("calls", "cost", "tokens", "time")
 CONFIG_KEYS = frozenset({*RESOURCES, "prices", "latencies", "price_changes", "tracker"})
-_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+_TOKEN = re.compile(r"\w+|\S")  # a word, or one other non-space character
 
 
 def count_tokens(text: str) -> int:
