@@ -80,7 +80,39 @@ def test_llm_user_is_seeded_and_cached() -> None:
 def test_make_user() -> None:
     assert make_user("none") is None and make_user(None) is None
     assert isinstance(make_user("scripted"), ScriptedUser)
-    with pytest.raises(ValueError, match="user_generate"):
-        make_user("llm")
+    assert isinstance(make_user("llm"), LLMUser)  # the offline simulator backend by default
     with pytest.raises(ValueError, match="scripted"):
         make_user("robot")
+
+
+class EchoBackend:
+    """A simulator backend (the `Backend` protocol) that reports what it was asked."""
+
+    name = "echo"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def chat(self, messages: list[dict[str, str]], *, seed: int, response_schema: dict | None = None) -> str:
+        self.calls += 1
+        return f"[{seed}] you said: {messages[-1]['content']}"
+
+
+def test_llm_user_through_simulator_backends_records_and_replays(tmp_path) -> None:
+    from toolgym.simulators.simulated import ReplayMiss
+
+    backend, path = EchoBackend(), str(tmp_path / "users.sqlite")
+    user = make_user("llm", backend=backend, cache={"path": path, "mode": "record"})
+    user.start(PROFILE, seed=3)
+    recorded = user.reply("What is your email?")
+    assert "you said: What is your email?" in recorded.text and backend.calls == 1
+    replayer = make_user("llm", backend=EchoBackend(), cache={"path": path, "mode": "replay"})
+    replayer.start(PROFILE, seed=3)
+    assert replayer.reply("What is your email?") == recorded
+    with pytest.raises(ReplayMiss):
+        replayer.reply("Something never recorded")
+    offline = make_user("llm", backend="offline")
+    offline.start(PROFILE, seed=3)
+    again = make_user("llm", backend="offline")
+    again.start(PROFILE, seed=3)
+    assert offline.reply("hi").text == again.reply("hi").text

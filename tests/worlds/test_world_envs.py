@@ -226,3 +226,13 @@ def test_trace_and_policy_also_work_on_the_hooked_path() -> None:
     index = next(i for i, a in enumerate(task.gold_actions) if _is_write(env, a))
     total, info, _ = _play(env, task.id, task.gold_actions[: index - 1] + task.gold_actions[index:])
     assert total == 0.0 and any(v.startswith("confirm_before_write") for v in info["evaluation"]["violations"])
+
+
+def test_llm_user_on_the_offline_simulator_backend_is_seeded() -> None:
+    def run(seed: int) -> list[str]:
+        env = _env("toolgym/Retail-v0", user="llm", user_backend="offline", max_turns=3)
+        env.reset(seed=seed, options={"task_id": "retail-001"})
+        return [env.step("Hello! How can I help you?")[0] for _ in range(3)]
+
+    first = run(4)
+    assert first == run(4) and all(first)

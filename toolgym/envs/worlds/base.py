@@ -95,6 +95,8 @@ class WorldEnv(ConversationEnv):
         *,
         user: str | UserSimulator | None = "scripted",
         user_generate: GenerateText | None = None,
+        user_backend: Any = None,
+        user_cache: Any = None,
         reward: str = "success",
         max_turns: int = 30,
         **kwargs: Any,
@@ -102,7 +104,7 @@ class WorldEnv(ConversationEnv):
         super().__init__(max_turns=max_turns, **kwargs)
         if reward not in REWARD_MODES:
             raise ValueError(f"reward must be one of {REWARD_MODES}, got {reward!r}")
-        self.user = make_user(user, user_generate)
+        self.user = make_user(user, user_generate, backend=user_backend, cache=user_cache)
         self.reward_mode = reward
         self.world: WorldState | None = None
         self.trace: list[TraceEvent] = []

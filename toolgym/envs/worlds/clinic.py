@@ -139,8 +139,8 @@ class ClinicEnv(WorldEnv):
     Terminates when the patient ends the conversation or the agent answers; truncates after `max_turns`.
 
     ## Arguments
-    `user` ("scripted", "llm" with `user_generate`, "none"), `reward`, `max_turns` (30), `budget`,
-    `faults`, `render_mode`.
+    `user` ("scripted", "llm", "none"; an LLM user talks through `user_backend` and `user_cache`
+    or `user_generate`), `reward`, `max_turns` (30), `budget`, `faults`, `render_mode`.
 
     ## Version History
     * v0: initial version.

@@ -20,9 +20,18 @@ USER_KINDS = ("scripted", "llm", "none")
 
 
 def make_user(
-    kind: str | UserSimulator | None, generate: GenerateText | None = None, **kwargs: Any
+    kind: str | UserSimulator | None,
+    generate: GenerateText | None = None,
+    *,
+    backend: Any = None,
+    cache: Any = None,
 ) -> UserSimulator | None:
-    """Build a user simulator: "scripted", "llm" (needs `generate`), "none"/None (solo mode), or pass one through."""
+    """Build a user simulator: "scripted", "llm", "none"/None (solo mode), or pass one through.
+
+    An LLM user talks through `generate(messages, seed)` when given, else through the simulated-API
+    backends' cached `generate_text` with `backend` (any `make_backend` spec: "offline" by default,
+    "openai", "transformers:<dir>", …) and `cache` (a `SimCache` or its config: record/replay).
+    """
     if kind is None or kind == "none":
         return None
     if not isinstance(kind, str):
@@ -30,10 +39,20 @@ def make_user(
     if kind == "scripted":
         return ScriptedUser()
     if kind == "llm":
-        if generate is None:
-            raise ValueError("user='llm' needs a text generator: pass user_generate=<callable(messages, seed) -> str>")
-        return LLMUser(generate, **kwargs)
+        return LLMUser(generate if generate is not None else backend_generator(backend, cache))
     raise ValueError(f"user must be one of {USER_KINDS} or a UserSimulator, got {kind!r}")
+
+
+def backend_generator(backend: Any = None, cache: Any = None) -> GenerateText:
+    """A `GenerateText` over a simulator backend, recorded in (or replayed from) a `SimCache`."""
+    from toolgym.simulators.simulated import SimCache, generate_text, make_backend
+
+    engine, store = make_backend(backend), SimCache.from_config(cache)
+
+    def generate(messages: list[dict[str, str]], seed: int) -> str:
+        return generate_text(engine, list(messages), seed, cache=store)
+
+    return generate
 
 
 __all__ = [
@@ -47,6 +66,7 @@ __all__ = [
     "UserSimulator",
     "UserTurn",
     "asks_confirmation",
+    "backend_generator",
     "is_confirmation",
     "make_user",
     "user_prompt",
