@@ -37,7 +37,12 @@ def test_runs_as_unprivileged_user_without_capabilities(isolated):
     result = isolated.run(code)
     uid, euid = map(int, result.stdout.splitlines()[0].split())
     assert uid != 0 and euid != 0
-    assert "CapEff:\t0000000000000000" in result.stdout
+    status = dict(line.split(":\t", 1) for line in result.stdout.splitlines()[1:] if ":\t" in line)
+    for capabilities in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert status[capabilities] == "0000000000000000", capabilities
+    assert status["NoNewPrivs"] == "1"  # no setuid binary can give privileges back
+    if isolated.name == "bwrap":
+        assert status["Seccomp"] == "2"  # the filter is installed
 
 
 def test_infinite_loop(isolated):
