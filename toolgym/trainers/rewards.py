@@ -86,5 +86,19 @@ class SignedCorrectness:
         return batch.replace(reward=reward, reward_components={**batch.reward_components})
 
 
+class OverlongFilter:
+    """DAPO's overlong filtering: truncated samples leave the loss (loss mask zeroed) [DOCS]."""
+
+    requires: ClassVar[frozenset[str]] = frozenset({"truncated"})
+
+    def __call__(self, batch: RolloutBatch) -> RolloutBatch:
+        """loss_mask [B, T] <- 0 on rows with truncated = True."""
+        if batch.truncated is None:
+            raise ValueError("overlong filtering needs batch.truncated")
+        keep = (~batch.truncated.bool()).to(batch.loss_mask.dtype).unsqueeze(1)
+        return batch.replace(loss_mask=batch.loss_mask * keep)
+
+
 REGISTRY.register("overlong_shaping", OverlongShaping)
+REGISTRY.register("overlong_filter", OverlongFilter)
 REGISTRY.register("signed_correctness", SignedCorrectness)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from toolgym.trainers.batch import RolloutBatch
+
 
 class ValueHead(nn.Module):
     """V(h_t) = w·dropout(h_t) + b per position; zero-initialized so V starts at 0.
@@ -32,3 +34,18 @@ def values_for_tokens(values: Tensor) -> Tensor:
     at t−1; position 0 gets 0. values [B, T] -> [B, T].
     """
     return torch.nn.functional.pad(values[:, :-1], (1, 0))
+
+
+def token_values(model: nn.Module, head: ValueHead, batch: RolloutBatch) -> Tensor:
+    """V for every token of `batch` from a transformers causal LM and the head. -> [B, T].
+
+    Runs the model with `output_hidden_states=True` (with grad if enabled) and aligns the
+    last layer's head output with `values_for_tokens`.
+    """
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        output_hidden_states=True,
+    )
+    return values_for_tokens(head(out.hidden_states[-1]))

@@ -386,3 +386,21 @@ def test_collect_groups_stops_when_full(batch_factory):
     assert drawn == 1 and out.group_id.tolist() == [0, 0]
     out, _ = collect_groups(iter([batch_factory([[1]] * 2, [1, 1], [0, 0])]), DynamicSampling(), 1)
     assert out is None
+
+
+def test_overlong_filter(batch_factory):
+    from toolgym.trainers.rewards import OverlongFilter
+
+    b = batch_factory([[0, 1, 1], [0, 1, 1]], [1.0, 1.0], [0, 0], truncated=T([False, True]))
+    assert OverlongFilter()(b).loss_mask.tolist() == [[0, 1, 1], [0, 0, 0]]
+    with pytest.raises(ValueError, match="truncated"):
+        OverlongFilter()(b.replace(truncated=None))
+
+
+def test_value_head_alignment():
+    from toolgym.trainers.value_head import ValueHead, values_for_tokens
+
+    head = ValueHead(2)
+    assert head(torch.ones(1, 3, 2)).tolist() == [[0.0, 0.0, 0.0]]  # zero-initialized
+    # the state before token t is the hidden state at t−1
+    assert values_for_tokens(T([[1.0, 2.0, 3.0]])).tolist() == [[0.0, 1.0, 2.0]]

@@ -128,3 +128,16 @@ def test_global_counts_make_micro_batches_sum_to_the_full_loss(make_model):
     parts = [algo.loss(batch.select(r), logp[r], adv.select(r), counts=counts)[0] for r in ([0, 1], [2, 3])]
     assert full.item() == pytest.approx(sum(p.item() for p in parts), abs=1e-6)
     assert full.item() == pytest.approx(algo.loss(batch, logp, adv)[0].item(), abs=1e-6)
+
+
+def test_token_values_match_the_manual_alignment(make_model):
+    from toolgym.trainers.value_head import token_values
+
+    model, head = make_model().eval(), ValueHead(16)  # eval: no dropout
+    torch.nn.init.normal_(head.linear.weight)
+    batch = episode_batch()
+    values = token_values(model, head, batch)
+    _, _, hidden = forward(model, batch)
+    expected = head(hidden)
+    assert values.shape == batch.loss_mask.shape
+    assert torch.allclose(values[:, 1:], expected[:, :-1]) and values[:, 0].abs().sum() == 0
