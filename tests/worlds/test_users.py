@@ -22,6 +22,7 @@ def test_scripted_user_gives_facts_confirms_then_requests_then_stops() -> None:
     assert user.reply("Tell me your email and order number").text == "It's a@b.c. Order #W1."
     turn = user.reply("I will cancel #W1. Do you confirm?")
     assert turn.confirms and not turn.stop
+    assert user.reply("What is your favourite colour?").text == "Sorry, I don't know that."
     assert user.reply("Done. Anything else?").text == PROFILE.requests[0]
     state = user.get_state()
     last = user.reply("Anything else?")

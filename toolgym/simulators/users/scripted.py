@@ -7,7 +7,9 @@ import re
 from toolgym.simulators.users.base import STOP_TOKEN, JsonDict, UserProfile, UserTurn, asks_confirmation
 
 _WORD = re.compile(r"[a-z0-9]+")
+_MORE = re.compile(r"\b(anything else|something else|any other)\b", re.IGNORECASE)
 CONFIRM_TEXT = "Yes, please go ahead."
+UNKNOWN_TEXT = "Sorry, I don't know that."
 DECLINE_TEXT = "No, please don't do that."
 
 
@@ -16,8 +18,9 @@ class ScriptedUser:
 
     Rules, in order: an assistant message that contains every word of one of a fact's keywords (in
     any order, case-insensitive) gets those facts; one that
-    asks for confirmation gets an explicit yes (or no when the profile says so); otherwise the
-    user brings up the next scripted request, and when none is left ends the conversation.
+    asks for confirmation gets an explicit yes (or no when the profile says so); any other question,
+    unless it offers more help ("anything else?"), gets "I don't know"; otherwise the user brings up
+    the next scripted request, and when none is left ends the conversation.
     """
 
     kind = "scripted"
@@ -40,6 +43,8 @@ class ScriptedUser:
             return UserTurn(" ".join(dict.fromkeys(facts)))
         if asks_confirmation(assistant_text):
             return UserTurn(CONFIRM_TEXT, confirms=True) if profile.confirm else UserTurn(DECLINE_TEXT)
+        if "?" in assistant_text and not _MORE.search(assistant_text):
+            return UserTurn(UNKNOWN_TEXT)
         if self.next_request < len(profile.requests):
             self.next_request += 1
             return UserTurn(profile.requests[self.next_request - 1])
