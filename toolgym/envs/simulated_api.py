@@ -11,7 +11,7 @@ import numpy as np
 from toolgym.envs.core import ToolEnv
 from toolgym.envs.hooks import BaseHook
 from toolgym.envs.parsing import ParsedAction
-from toolgym.schemas import Task, ToolCall, ToolResult
+from toolgym.schemas import ErrorKind, Task, ToolCall, ToolResult
 from toolgym.simulators import Tool
 from toolgym.simulators.simulated import Simulator, StateStore
 from toolgym.simulators.simulated.audit import sample_arguments
@@ -189,14 +189,22 @@ def _same(stored: Any, wanted: Any) -> bool:
     return bool(stored == wanted)
 
 
+NOT_SIMULATED: JsonDict = {"cache": "none", "source": "not_simulated"}
+PARSE_ERROR: JsonDict = {"cache": "none", "source": "parse_error"}
+
+
 class ProvenanceHook(BaseHook):
-    """Notes, for every dispatched call, how the simulator answered it (or that it did not)."""
+    """Notes, per call id, how the simulator answered each dispatched call (or that it did not).
+
+    Reports are keyed by the call's id, not by position: parse errors, calls answered by other
+    hooks (budget refusals, injected faults) and agent-chosen ids that repeat all pair correctly.
+    """
 
     name = "simulator_provenance"
 
     def __init__(self, simulator: Simulator) -> None:
         self.simulator = simulator
-        self.reports: list[JsonDict] = []
+        self.reports: dict[str, list[JsonDict]] = {}
         self._calls_before = 0
 
     def resolve_call(self, call: ToolCall) -> ToolCall:
@@ -207,10 +215,16 @@ class ProvenanceHook(BaseHook):
     def after_call(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """Record the simulator's report when this call reached it."""
         answered = self.simulator.counts["calls"] > self._calls_before
-        self.reports.append(
-            dict(self.simulator.last_report) if answered else {"cache": "none", "source": "not_simulated"}
-        )
+        report = dict(self.simulator.last_report) if answered else dict(NOT_SIMULATED)
+        self.reports.setdefault(call.id, []).append(report)
         return result
+
+    def take(self, record: JsonDict) -> JsonDict:
+        """The report for one call record (in order, for ids that repeat)."""
+        if record.get("error_kind") == ErrorKind.PARSE.value and not record.get("name"):
+            return dict(PARSE_ERROR)
+        pending = self.reports.get(str(record.get("id")))
+        return pending.pop(0) if pending else dict(NOT_SIMULATED)
 
 
 class SimulatedAPIEnv(ToolEnv):
@@ -308,11 +322,8 @@ class SimulatedAPIEnv(ToolEnv):
     def _run_calls(self, parsed: ParsedAction) -> tuple[list[JsonDict], list[str], dict[str, float]]:
         self._provenance.reports.clear()
         records, responses, components = super()._run_calls(parsed)
-        failed = len(parsed.errors)
-        for record in records[:failed]:
-            record["simulator"] = {"cache": "none", "source": "parse_error"}
-        for record, report in zip(records[failed:], self._provenance.reports, strict=True):
-            record["simulator"] = report
+        for record in records:
+            record["simulator"] = self._provenance.take(record)
         return records, responses, components
 
     def _base_info(self, messages: list[JsonDict], records: list[JsonDict], components: dict[str, float]) -> JsonDict:

@@ -82,13 +82,16 @@ class SimCache:
         return json.loads(row[0]), json.loads(row[1])
 
     def store(self, key: str, kind: str, value: Any, meta: JsonDict) -> None:
-        """Record a response (record mode only; the first recording of a key wins)."""
+        """Record a response (record mode only; the first recording of a key wins).
+
+        The value keeps its key order, so a replayed response serializes to the same bytes.
+        """
         if self.mode != "record":
             return
         with self._lock:
             self._db.execute(
                 "INSERT OR IGNORE INTO responses (key, kind, value, meta) VALUES (?, ?, ?, ?)",
-                (key, kind, json.dumps(value, sort_keys=True), json.dumps(meta, sort_keys=True)),
+                (key, kind, json.dumps(value, ensure_ascii=False), json.dumps(meta, sort_keys=True)),
             )
             self._db.commit()
 
