@@ -160,7 +160,7 @@ def test_cgroup_files_are_written(tmp_path):
     assert group is not None and len(group.dirs) == 2
     memory_dir, pids_dir = group.dirs
     assert (pids_dir / "pids.max").read_text() == "14"
-    assert int((memory_dir / "memory.limit_in_bytes").read_text()) == 102 * 2**20
+    assert int((memory_dir / "memory.limit_in_bytes").read_text()) == 103 * 2**20
 
 
 def test_cgroup_unavailable_returns_none(tmp_path):
@@ -270,7 +270,7 @@ def test_docker_container_options_enforce_the_limits():
     options = DockerSandbox(limits, client=_FakeDockerClient()).container_options()
     assert options["network_disabled"] and options["network_mode"] == "none"
     assert options["read_only"] and options["cap_drop"] == ["ALL"] and options["user"] == "65534:65534"
-    assert options["pids_limit"] == 7 and options["mem_limit"] == 302 * 2**20
+    assert options["pids_limit"] == 7 and options["mem_limit"] == 303 * 2**20
     assert options["command"][-1] == runner_source() and "no-new-privileges" in options["security_opt"]
     ulimits = {u["Name"]: u["Hard"] for u in options["ulimits"]}
     assert ulimits["fsize"] == limits.file_size_bytes and ulimits["nproc"] == 7

@@ -104,9 +104,13 @@ def test_threads_and_subprocesses_work(sandbox):
         "import concurrent.futures, subprocess\n"
         "with concurrent.futures.ThreadPoolExecutor(4) as pool:\n"
         "    print(sum(pool.map(abs, range(-4, 0))))\n"
-        "print(subprocess.run(['echo', 'hi'], capture_output=True, text=True).stdout.strip())"
+        "print(subprocess.run(['echo', 'hi'], capture_output=True, text=True).stdout.strip())\n"
+        "import multiprocessing\n"
+        "with multiprocessing.get_context('fork').Pool(2) as pool:\n"
+        "    print(pool.map(abs, [-1, -2]))"
     )
-    assert sandbox.run(code).stdout == "10\nhi\n"
+    result = sandbox.run(code)
+    assert result.stdout == "10\nhi\n[1, 2]\n", result.stderr
 
 
 def test_forked_child_never_answers(sandbox):

@@ -152,22 +152,41 @@ def test_reading_host_secrets(isolated, server_database):
 
 
 def test_network_is_unreachable(isolated, host_server):
+    # Loopback (the host's HTTP server, PostgreSQL), private and link-local (cloud metadata) addresses
+    # and the database's unix socket: all fail at once, and nothing can leave the machine (no route).
+    targets = [
+        ("127.0.0.1", host_server.port),
+        ("::1", host_server.port),
+        ("127.0.0.1", 5432),
+        ("10.255.255.1", 80),
+        ("192.168.0.1", 80),
+        ("172.16.0.1", 80),
+        ("169.254.169.254", 80),
+        "/var/run/postgresql/.s.PGSQL.5432",
+    ]
     code = (
         "import socket, time\n"
-        f"for host, port in [('127.0.0.1', {host_server.port}), ('10.255.255.1', 80), ('::1', {host_server.port})]:\n"
+        f"for target in {targets!r}:\n"
         "    start = time.monotonic()\n"
         "    try:\n"
-        "        socket.create_connection((host, port), timeout=2).sendall(b'GET /evil HTTP/1.0\\r\\n\\r\\n')\n"
-        "        print(host, 'CONNECTED')\n"
+        "        if isinstance(target, str):\n"
+        "            sock = socket.socket(socket.AF_UNIX)\n"
+        "            sock.settimeout(2)\n"
+        "            sock.connect(target)\n"
+        "        else:\n"
+        "            sock = socket.create_connection(target, timeout=2)\n"
+        "        sock.sendall(b'GET /evil HTTP/1.0\\r\\n\\r\\n')\n"
+        "        print(target, 'CONNECTED')\n"
         "    except OSError as e:\n"
-        "        print(host, 'blocked', type(e).__name__, round(time.monotonic() - start, 3))\n"
+        "        print(repr(target).replace(' ', ''), 'blocked', type(e).__name__, round(time.monotonic() - start, 3))\n"
     )
     result = isolated.run(code)
-    assert "CONNECTED" not in result.stdout
     lines = result.stdout.splitlines()
-    assert len(lines) == 3 and all(" blocked " in line for line in lines)
-    assert all(float(line.split()[-1]) < 0.5 for line in lines)  # fails at once, no waiting
-    assert "lo" in isolated.run("import socket; [n for _, n in socket.if_nameindex()]").stdout
+    assert "CONNECTED" not in result.stdout and len(lines) == len(targets), result.stdout
+    assert all(line.split()[1] == "blocked" for line in lines)
+    assert all(float(line.split()[-1]) < 0.5 for line in lines), lines  # fails at once, no waiting
+    interfaces = isolated.run("import socket; [name for _, name in socket.if_nameindex()]")
+    assert interfaces.stdout == "['lo']\n"
     dns = isolated.run("import socket; socket.gethostbyname('example.com')")
     assert dns.exit_code == 1 and "gaierror" in dns.stderr
 

@@ -152,7 +152,8 @@ class BwrapSandbox(ChannelSandbox):
         if os.geteuid() != 0:
             args += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
         args += ["--hostname", "sandbox", *_system_binds(), "--proc", "/proc", "--dev", "/dev"]
-        args += _tmpfs("/tmp", self.limits.disk_bytes) + _tmpfs(WORKDIR, self.limits.disk_bytes)
+        for path in ("/tmp", WORKDIR, "/dev/shm"):  # /dev/shm: multiprocessing's semaphores
+            args += _tmpfs(path, self.limits.disk_bytes)
         for parent in _ancestors(self._binds):  # bwrap would create them 0700: unreachable
             args += ["--perms", "0755", "--dir", parent]
         for path in self._binds:  # after the tmpfs mounts, so a path under /tmp stays visible

@@ -27,8 +27,9 @@ def _v1_files(limits: SandboxLimits) -> dict[str, dict[str, str]]:
 
 
 def _memory_cap(limits: SandboxLimits) -> int:
-    # One process's address space plus both tmpfs mounts, whose pages are charged here too.
-    return limits.memory_bytes + 2 * limits.disk_bytes
+    # One process's address space plus the three tmpfs mounts (/work, /tmp, /dev/shm), whose
+    # pages are charged here too.
+    return limits.memory_bytes + 3 * limits.disk_bytes
 
 
 def _v2_files(limits: SandboxLimits) -> dict[str, str]:

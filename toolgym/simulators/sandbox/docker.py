@@ -130,8 +130,9 @@ class DockerSandbox(ChannelSandbox):
             "environment": {"HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8"},
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
-            "mem_limit": limits.memory_bytes + 2 * limits.disk_bytes,
-            "memswap_limit": limits.memory_bytes + 2 * limits.disk_bytes,
+            "shm_size": limits.disk_bytes,
+            "mem_limit": limits.memory_bytes + 3 * limits.disk_bytes,  # tmpfs pages count too
+            "memswap_limit": limits.memory_bytes + 3 * limits.disk_bytes,
             "pids_limit": limits.max_processes,
             "ulimits": [
                 docker.types.Ulimit(name="cpu", soft=cpu, hard=cpu),
