@@ -149,11 +149,14 @@ class BudgetLedger:
         """Why a call of `tool` may not run now (None when it may): a resource would be overspent."""
         if self.exhausted:
             return self.exhausted
-        needs = {"calls": 1.0, "cost": self.table.price(tool), "tokens": 0.0, "time": self.table.latency(tool)}
-        for name in RESOURCES:
-            limit = self.config.limits[name]
-            if limit is not None and self.used[name] + needs[name] > limit + 1e-9:
-                return self._describe_exhaustion(name, tool, needs[name])
+        limits = self.config.limits
+        for name in ("calls", "cost", "time"):
+            limit = limits[name]
+            if limit is None:
+                continue
+            need = 1.0 if name == "calls" else self.table.price(tool) if name == "cost" else self.table.latency(tool)
+            if self.used[name] + need > limit + 1e-9:
+                return self._describe_exhaustion(name, tool, need)
         return None
 
     def _describe_exhaustion(self, name: str, tool: str, need: float) -> str:

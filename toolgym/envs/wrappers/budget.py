@@ -71,6 +71,8 @@ class BudgetHook(BaseHook):
             return result
         cost, latency = self.ledger.charge_call(call.name)
         self._charged[call.id] = [cost, latency]
+        if result.cost == cost and result.latency == latency:  # the usual case: the annotated price
+            return result
         return result.model_copy(update={"cost": cost, "latency": latency})
 
     def on_step_end(self, info: JsonDict) -> StepOutcome:
