@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from toolgym.trainers.algorithms.registry import Registry
-from toolgym.trainers.batch import RolloutBatch, last_token_index
+from toolgym.trainers.batch import RolloutBatch, last_token_index, row_index
 
 GROUP_STD_EPS = 1e-6  # verl: (R − mean)/(std + 1e-6), torch.std unbiased [CODE]
 WHITEN_EPS = 1e-8  # verl masked_whiten: rsqrt(var + 1e-8) [CODE]
@@ -32,7 +32,7 @@ class AdvOut:
 
     def select(self, rows: Tensor | Sequence[int]) -> AdvOut:
         """The rows `rows` of every [B, …] tensor (for micro-batches); other aux values as is."""
-        idx = torch.as_tensor(rows, dtype=torch.long)
+        idx = row_index(rows)
 
         def pick(x: Any) -> Any:
             return x[idx] if isinstance(x, Tensor) else x

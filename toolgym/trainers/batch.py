@@ -165,8 +165,8 @@ class RolloutBatch:
         return dataclasses.replace(self, **changes)
 
     def select(self, indices: Sequence[int] | Tensor) -> RolloutBatch:
-        """The sub-batch of rows `indices` (any order, repeats allowed)."""
-        idx = torch.as_tensor(indices, dtype=torch.long).reshape(-1)
+        """The sub-batch of rows `indices` (any order, repeats allowed; a bool mask also works)."""
+        idx = row_index(indices)
         rows = idx.tolist()
         changes: dict[str, Any] = {}
         for f in dataclasses.fields(self):
@@ -187,6 +187,14 @@ class RolloutBatch:
         }
         changes["reward_components"] = {k: v.to(device) for k, v in self.reward_components.items()}
         return dataclasses.replace(self, **changes)
+
+
+def row_index(indices: Sequence[int] | Sequence[bool] | Tensor) -> Tensor:
+    """Row indices as a 1-D long tensor; a bool mask becomes the indices of its True rows."""
+    idx = torch.as_tensor(indices)
+    if idx.dtype == torch.bool:
+        return torch.nonzero(idx.reshape(-1)).squeeze(1)
+    return idx.to(torch.long).reshape(-1)
 
 
 def concat(batches: Sequence[RolloutBatch], pad_id: int = 0) -> RolloutBatch:

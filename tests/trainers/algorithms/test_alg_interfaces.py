@@ -122,3 +122,9 @@ def test_override_switching_plugin_resets_cfg():
     assert p.regularizers == ()
     with pytest.raises(KeyError, match="unknown override"):
         resolve_preset("grpo", {"lossy": 1})
+
+
+def test_select_accepts_a_bool_mask(batch_factory):
+    b = batch_factory([[1], [1], [1]], [1.0, 2.0, 3.0], [0, 0, 1])
+    assert b.select(torch.tensor([True, False, True])).reward.tolist() == [1.0, 3.0]
+    assert b.select([]).batch_size == 0
