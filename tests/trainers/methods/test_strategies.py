@@ -124,3 +124,31 @@ def test_trace_batch_carries_gold_calls(ScriptedCalculatorPolicy) -> None:
     assert gold["calls"][0]["name"] == "calculator" and trace.success
     assert trace.turns[1].action == f"<answer>{gold['answer']}</answer>"
     assert gold["calls"][0]["arguments"] == trace.turns[0].info["tool_calls"][0]["arguments"]
+
+
+def test_toolpo_on_simulated_apis() -> None:
+    """ToolPO on toolgym/SimulatedAPI-v0: the gold call's tokens get the tool-call advantage on top."""
+    from toolgym.trainers.methods import build_algorithm
+
+    env_id = REGISTRY.get("toolpo").rollout.options["env_id"]
+    holder: dict[str, Any] = {}
+
+    def policy(prompt: str, history: Any, prefix: str) -> str:
+        task = holder["run"].env.unwrapped.task
+        if holder["good"]:
+            return task.gold_actions[len(history)]
+        return '<tool_call>{"name": "list_notes", "arguments": {}}</tool_call>' if not history else "<answer>?</answer>"
+
+    traces = []
+    for good in (True, False):
+        holder["good"] = good
+        holder["run"] = ForkRunner(lambda: gym.make(env_id), policy, max_turns=3)
+        traces.append(holder["run"].run(EpisodePlan(seed=0, group_id=0)))
+    assert traces[0].success and not traces[1].success
+    batch = traces_to_batch(traces, byte_encode)
+    adv = build_algorithm("toolpo").advantages(batch, {}).advantages
+    calls, other = batch.span_type == 3, (batch.loss_mask > 0) & (batch.span_type != 3)
+    s = 0.70710
+    assert adv[0][calls[0]].unique().tolist() == pytest.approx([2 * s], abs=1e-3)  # success + correct call
+    assert adv[0][other[0]].unique().tolist() == pytest.approx([s], abs=1e-3)
+    assert adv[1][calls[1]].unique().tolist() == pytest.approx([-2 * s], abs=1e-3)

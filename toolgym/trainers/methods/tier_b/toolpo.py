@@ -67,14 +67,14 @@ register_preset(
         advantage=PluginRef("toolpo", {"lam1": TOOLPO_LAMBDA1, "lam2": TOOLPO_LAMBDA2}),
         loss=PluginRef("ppo_clip", {"clip_low": 0.2, "clip_high": 0.2}),
         aggregator=PluginRef("token-mean"),
-        rollout=RolloutSpec("group", 8, {"simulated_tools": True}),
+        rollout=RolloutSpec("group", 8, {"env_id": "toolgym/SimulatedAPI-v0"}),
         hparams={"lr": 1e-6},
         paper="DeepAgent: A General Reasoning Agent with Scalable Toolsets (ToolPO)",
         arxiv="2510.21618",
         evidence="[SEC] A_succ + M·A_action on tool-call spans; ASSUMED λ1=1, λ2=0 (no folding), "
         "c_t = gold match else exec_ok, z-score per channel, PPO-clip 0.2",
-        notes="train against LLM-simulated tools (rollout option simulated_tools): any env whose tools "
-        "have no implementation is answered by toolgym.simulators' simulated-API backend",
+        notes="train against LLM-simulated APIs, as the paper does: toolgym/SimulatedAPI-v0 answers calls "
+        "with the simulated-API pipeline (schema-driven offline backend, or an LLM endpoint)",
         tier="B",
     )
 )
