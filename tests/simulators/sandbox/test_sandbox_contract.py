@@ -99,6 +99,12 @@ def test_code_sees_the_standard_library_only(sandbox):
         assert session.run("exit(3)").exit_code == 3  # the builtins -S would drop are there
 
 
+def test_cells_compile_like_a_plain_interpreter(sandbox):
+    # The REPL's own `from __future__ import annotations` must not leak into user code.
+    code = "def f(x: int) -> None:\n    pass\nf.__annotations__['x']"
+    assert sandbox.run(code).stdout == "<class 'int'>\n"
+
+
 def test_threads_and_subprocesses_work(sandbox):
     code = (
         "import concurrent.futures, subprocess\n"

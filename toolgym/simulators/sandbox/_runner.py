@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-import ast
+import _ast  # the C module: the ast package would add import time to every fresh sandbox
 import builtins
 import json
 import math
@@ -18,11 +18,14 @@ import signal
 import struct
 import sys
 import time
-import traceback
-from types import CodeType
-from typing import Any, TextIO
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations stay strings at run time; typing costs start-up time
+    from types import CodeType
+    from typing import Any, TextIO
 
 _HEADER = struct.Struct(">I")
+_ONLY_AST = 0x400  # ast.PyCF_ONLY_AST
 _MAX_REQUEST = 16 * 1024 * 1024
 _RUNNER_PID = os.getpid()
 _ARMED = [False]  # whether a call's limits are armed; late timer signals are ignored otherwise
@@ -117,12 +120,14 @@ def _disarm_limits() -> None:
 
 def _compile_cell(code: str) -> tuple[CodeType, CodeType | None]:
     """Compile a cell; a trailing expression is evaluated and its repr printed, as in a REPL."""
-    tree = ast.parse(code, "<cell>", "exec")
+    # dont_inherit: the cell must not inherit this file's `from __future__` flags.
+    tree = compile(code, "<cell>", "exec", _ONLY_AST, dont_inherit=True)
     tail = tree.body[-1] if tree.body else None
-    if not isinstance(tail, ast.Expr):
-        return compile(tree, "<cell>", "exec"), None
+    if not isinstance(tail, _ast.Expr):
+        return compile(tree, "<cell>", "exec", dont_inherit=True), None
     tree.body.pop()
-    return compile(tree, "<cell>", "exec"), compile(ast.Expression(tail.value), "<cell>", "eval")
+    expression = _ast.Expression(tail.value)
+    return compile(tree, "<cell>", "exec", dont_inherit=True), compile(expression, "<cell>", "eval", dont_inherit=True)
 
 
 def _format_exception(exc: BaseException) -> str:
@@ -133,6 +138,8 @@ def _format_exception(exc: BaseException) -> str:
         return "TimeoutError: the call exceeded its wall-time limit\n"
     if isinstance(exc, CpuTimeExceeded):
         return "TimeoutError: the call exceeded its CPU-time limit\n"
+    import traceback  # only when needed: it costs start-up time
+
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
