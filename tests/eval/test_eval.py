@@ -139,6 +139,15 @@ def test_cli_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "needs a base URL and a model name" in capsys.readouterr().err
 
 
+def test_cli_reports_an_unreachable_model_endpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from eval_fakes import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    args = ["eval", "toolgym/Calculator-v0", "--policy", "openai", "--base-url", url, "--model", "m", "-n", "1"]
+    assert main([*args, "--out", str(tmp_path), "--no-progress"]) == 2
+    assert "toolgym eval:" in capsys.readouterr().err
+
+
 def test_report_from_results_alone(tmp_path: Path) -> None:
     results = run_eval(EvalConfig("toolgym/Calculator-v0", tasks=2), show_progress=False)
     paths = write_report(results, tmp_path)

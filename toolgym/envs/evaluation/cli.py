@@ -9,6 +9,8 @@ import os
 import sys
 from typing import Any
 
+import httpx
+
 from toolgym.envs.evaluation.runner import POLICIES, EvalConfig, run_eval
 
 logger = logging.getLogger(__name__)
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             max_steps=args.max_steps,
         )
         results = run_eval(config, show_progress=not args.no_progress)
-    except (ValueError, TypeError, KeyError) as error:
+    except (ValueError, TypeError, KeyError, RuntimeError, httpx.HTTPError) as error:
         sys.stderr.write(f"toolgym eval: {error}\n")
         return 2
     paths = write_report(results, args.out)
