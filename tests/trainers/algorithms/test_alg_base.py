@@ -404,3 +404,14 @@ def test_value_head_alignment():
     assert head(torch.ones(1, 3, 2)).tolist() == [[0.0, 0.0, 0.0]]  # zero-initialized
     # the state before token t is the hidden state at t−1
     assert values_for_tokens(T([[1.0, 2.0, 3.0]])).tolist() == [[0.0, 1.0, 2.0]]
+
+
+def test_value_loss_uses_the_preset_clip(batch_factory):
+    algo = build_algorithm("steptool")  # value_clip 0.2
+    zeros = T([[0.0, 0.0]])
+    b = batch_factory([[0, 1]], [1.0], [0], values=zeros, old_logprobs=zeros, ref_logprobs=zeros)
+    adv = algo.advantages(b.replace(token_rewards=T([[0.0, 1.0]])), {})
+    assert adv.returns.tolist() == [[0.0, 1.0]]  # one model token: δ = 1, V = 0
+    # V_new = 1: unclipped (1−1)² = 0, clipped (0.2−1)² = .64 -> ½·.64 on the one model token
+    assert algo.value_loss(T([[0.0, 1.0]]), b, adv).item() == approx(0.32)
+    assert algo.value_loss(T([[0.0, 1.0]]), b, adv, clip_value=0.5).item() == approx(0.125)

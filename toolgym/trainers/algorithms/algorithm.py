@@ -205,14 +205,18 @@ class Algorithm:
         new_values: Tensor,
         batch: RolloutBatch,
         adv: AdvOut,
-        counts: GlobalCounts | None = None,
-        clip_value: float = 0.5,
+        counts: GlobalCounts | Mapping[str, GlobalCounts] | None = None,
+        clip_value: float | None = None,
     ) -> Tensor:
-        """Clipped critic loss, token-mean. new_values [B, T] from the value head (with grad)."""
+        """Clipped critic loss, token-mean. new_values [B, T] from the value head (with grad).
+
+        clip_value defaults to the preset's hparams["value_clip"], else 0.5.
+        """
         if batch.values is None or adv.returns is None:
             raise ValueError("value_loss needs batch.values and AdvOut.returns")
-        mat = losses.value_loss_clipped(new_values, batch.values, adv.returns, batch.mask, clip_value)
-        return aggregators.token_mean(mat, batch.mask, counts)
+        eps = float(self.preset.hparams.get("value_clip", 0.5)) if clip_value is None else clip_value
+        mat = losses.value_loss_clipped(new_values, batch.values, adv.returns, batch.mask, eps)
+        return aggregators.token_mean(mat, batch.mask, _counts_by_mask(counts).get("mask"))
 
 
 def _nonempty_counts(mask: Tensor, max_len: int | None) -> GlobalCounts:
