@@ -57,6 +57,19 @@ def test_infinite_loop(isolated):
         assert session.run("'recovered'").stdout == "'recovered'\n"
 
 
+def test_interpreter_that_stops_itself(isolated):
+    # A thread stops the interpreter after the call answered; the next request (1 MB, more than a
+    # pipe holds) cannot be delivered: the host gives up at the deadline instead of hanging.
+    stopper = "import os, signal, threading, time\nthreading.Timer(0.2, os.kill, (os.getpid(), signal.SIGSTOP)).start()"
+    with isolated.open_session() as session:
+        assert session.run(stopper).ok
+        time.sleep(0.5)
+        start = time.monotonic()
+        result = session.run("x = '" + "a" * 2**20 + "'", timeout=0.5)
+        assert result.killed_reason == "timeout" and time.monotonic() - start < 0.5 + isolated.limits.kill_grace + 1
+        assert session.run("'fresh'").stdout == "'fresh'\n" and session.restarts == 1
+
+
 def test_fork_bomb(isolated, uid_processes):
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     with isolated.open_session() as session:

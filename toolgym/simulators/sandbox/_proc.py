@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -101,6 +102,7 @@ class PipeChannel:
         self._killed = False
         self._stdin = self._proc.stdin.fileno()  # type: ignore[union-attr]
         self._stdout = self._proc.stdout.fileno()  # type: ignore[union-attr]
+        os.set_blocking(self._stdin, False)  # writes wait in select, with a deadline
         os.set_blocking(self._proc.stderr.fileno(), False)  # type: ignore[union-attr]
 
     @property
@@ -108,10 +110,17 @@ class PipeChannel:
         """Process id of the direct child (the sandbox launcher)."""
         return self._proc.pid
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
         view = memoryview(data)
         while view:
-            view = view[os.write(self._stdin, view) :]
+            _, ready, _ = select.select([], [self._stdin], [], max(deadline - time.monotonic(), 0.0))
+            if not ready:
+                raise TimeoutError("the interpreter stopped reading its input")
+            try:
+                view = view[os.write(self._stdin, view) :]
+            except BlockingIOError:
+                continue
 
     def read(self, max_bytes: int, timeout: float) -> bytes | None:
         ready, _, _ = select.select([self._stdout], [], [], max(timeout, 0.0))

@@ -23,8 +23,13 @@ class SandboxUnavailable(SandboxError):
 class Channel(Protocol):
     """Byte pipe to one interpreter process running inside a sandbox."""
 
-    def write(self, data: bytes) -> None:
-        """Send bytes to the interpreter's stdin; raise OSError when it is gone."""
+    def write(self, data: bytes, timeout: float) -> None:
+        """Send bytes to the interpreter's stdin.
+
+        Raises:
+            TimeoutError: the interpreter did not take the bytes within ``timeout`` seconds.
+            OSError: the interpreter is gone.
+        """
 
     def read(self, max_bytes: int, timeout: float) -> bytes | None:
         """Read up to max_bytes of stdout; None on timeout, b"" at end of file."""

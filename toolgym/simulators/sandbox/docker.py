@@ -59,8 +59,12 @@ class DockerChannel:
         self._status: int | None = None
         self._killed = False
 
-    def write(self, data: bytes) -> None:
-        self._sock.sendall(data)
+    def write(self, data: bytes, timeout: float) -> None:
+        self._sock.settimeout(timeout)  # socket.timeout is TimeoutError
+        try:
+            self._sock.sendall(data)
+        finally:
+            self._sock.settimeout(None)
 
     def read(self, max_bytes: int, timeout: float) -> bytes | None:
         deadline = time.monotonic() + timeout

@@ -174,10 +174,13 @@ class InterpreterSession:
             "max_output": self.limits.max_output_bytes,
             "kill_strays": self.kill_strays,
         }
+        deadline = start + wall + self.limits.kill_grace
         try:
-            self._channel.write(encode_frame(request))
-            reply = self._reader.read(start + wall + self.limits.kill_grace)
+            self._channel.write(encode_frame(request), deadline - time.monotonic())
+            reply = self._reader.read(deadline)
             return self._result(reply, time.monotonic() - start)
+        except TimeoutError as e:
+            return self._fault(_Fault("timeout", str(e)), start)
         except OSError as e:
             return self._fault(_Fault("crashed", f"the interpreter is gone ({e})"), start)
         except _Fault as fault:
