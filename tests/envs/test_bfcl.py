@@ -110,6 +110,7 @@ def test_text_ends_a_turn_and_wrong_or_early_endings_score_zero() -> None:
     obs, reward, terminated, _, info = env.step("Done.")  # turn 0 skipped: no calls
     second_question = bfcl_data.entry(task.id)["question"][1][0]["content"]
     assert obs == second_question and not terminated and info["messages"][1]["role"] == "user"
+    assert info["turn_check"]["error_type"] == "multi_turn:empty_turn_model_response"
     _, reward, terminated, _, info = env.step("<answer>bye</answer>")
     assert terminated and reward == 0.0
     errors = [info["evaluation"]["turns"][0]["error_type"], info["evaluation"]["error"]["error_type"]]

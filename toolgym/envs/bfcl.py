@@ -239,11 +239,14 @@ class BFCLMultiTurnEnv(ConversationEnv):
 
     # ----------------------------------------------------------------- turns
     def step(self, action: str) -> tuple[str, float, bool, bool, JsonDict]:
-        """Like `ConversationEnv.step`; `info["tools"]` is set again when a turn reveals new functions."""
-        self._tools_changed = False
+        """Like `ConversationEnv.step`; a step that ends a turn puts BFCL's verdict for it in `info["turn_check"]`,
+        and `info["tools"]` is set again when the next turn reveals new functions."""
+        self._tools_changed, checked = False, len(self._checks)
         observation, reward, terminated, truncated, info = super().step(action)
         if self._tools_changed:
             info["tools"] = [spec.to_openai() for spec in self._specs]
+        if len(self._checks) > checked:
+            info["turn_check"] = self._checks[-1]
         return observation, reward, terminated, truncated, info
 
     def _reply(self, parsed: ParsedAction) -> str:
