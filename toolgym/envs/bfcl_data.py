@@ -13,7 +13,10 @@ from typing import Any
 
 JsonDict = dict[str, Any]
 CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
-INSTALL_HINT = "toolgym/BFCL-MultiTurn-v0 needs the bfcl extra: pip install 'toolgym[bfcl]'"
+INSTALL_HINT = (
+    "toolgym/BFCL-MultiTurn-v0 needs the bfcl extra: pip install 'toolgym[bfcl]' "
+    "(or, without bfcl-eval's many dependencies, `pip install --no-deps bfcl-eval mpmath` as `make venv` does)"
+)
 
 
 def _package() -> Any:
