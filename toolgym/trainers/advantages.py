@@ -111,9 +111,10 @@ def group_stats(values: Tensor, group_id: Tensor, weights: Tensor | None = None)
     """
     idx, g = group_index(group_id)
     w = torch.ones_like(values) if weights is None else weights.to(values.dtype)
-    count = torch.zeros(g, dtype=values.dtype).index_add_(0, idx, w)
-    mean = torch.zeros(g, dtype=values.dtype).index_add_(0, idx, w * values) / count
-    sq = torch.zeros(g, dtype=values.dtype).index_add_(0, idx, w * (values - mean[idx]) ** 2)
+    zeros = torch.zeros(g, dtype=values.dtype, device=values.device)
+    count = zeros.clone().index_add_(0, idx, w)
+    mean = zeros.clone().index_add_(0, idx, w * values) / count
+    sq = zeros.clone().index_add_(0, idx, w * (values - mean[idx]) ** 2)
     std = torch.sqrt(sq / (count - 1).clamp(min=1))
     return mean[idx], std[idx], count[idx]
 
@@ -199,8 +200,8 @@ def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: 
     """
     b, t_len = rewards.shape
     adv = torch.zeros_like(rewards)
-    next_v = torch.zeros(b, dtype=rewards.dtype)
-    last = torch.zeros(b, dtype=rewards.dtype)
+    next_v = torch.zeros(b, dtype=rewards.dtype, device=rewards.device)
+    last = torch.zeros_like(next_v)
     for t in reversed(range(t_len)):
         m = mask[:, t]
         delta = rewards[:, t] + gamma * next_v - values[:, t]

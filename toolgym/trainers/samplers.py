@@ -57,8 +57,8 @@ def varied_groups(values: torch.Tensor, group_id: torch.Tensor) -> torch.Tensor:
     """True for rows whose group's metric is not constant. [B], [B] -> [B] bool."""
     _, idx = torch.unique(group_id, return_inverse=True)
     g = int(idx.max()) + 1 if idx.numel() else 0
-    hi = torch.full((g,), -torch.inf).scatter_reduce(0, idx, values, "amax")
-    lo = torch.full((g,), torch.inf).scatter_reduce(0, idx, values, "amin")
+    hi = torch.full((g,), -torch.inf, device=values.device).scatter_reduce(0, idx, values, "amax")
+    lo = torch.full((g,), torch.inf, device=values.device).scatter_reduce(0, idx, values, "amin")
     return (hi > lo)[idx]
 
 
@@ -88,7 +88,8 @@ def first_groups(batch: RolloutBatch, n: int) -> RolloutBatch:
     for g in batch.group_id.tolist():
         if g not in order:
             order.append(g)
-    keep = torch.isin(batch.group_id, torch.tensor(order[:n], dtype=batch.group_id.dtype))
+    wanted = torch.tensor(order[:n], dtype=batch.group_id.dtype, device=batch.group_id.device)
+    keep = torch.isin(batch.group_id, wanted)
     return batch.select(torch.nonzero(keep).squeeze(1))
 
 

@@ -97,12 +97,22 @@ def train_step(algo, model, head, batch: RolloutBatch):
     return loss, metrics, state
 
 
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")],
+    ),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", PRESETS)
-def test_preset_trains_tiny_model(name, make_model):
-    model = make_model()
-    head = ValueHead(model.config.n_embd)
+def test_preset_trains_tiny_model(name, device, make_model):
+    model = make_model().to(device)
+    head = ValueHead(model.config.n_embd).to(device)
     before = [p.detach().clone() for p in model.parameters()]
-    loss, metrics, _ = train_step(build_algorithm(name), model, head, episode_batch())
+    loss, metrics, _ = train_step(build_algorithm(name), model, head, episode_batch().to(device))
     assert math.isfinite(loss.item()) and all(math.isfinite(v) for v in metrics.values())
     changed = sum(not torch.equal(a, p) for a, p in zip(before, model.parameters(), strict=True))
     assert changed > 0

@@ -69,7 +69,7 @@ def teacher_mask(batch: RolloutBatch, threshold: float = 1.0) -> tuple[Tensor, T
     off = _tools_off(batch)
     lengths = _lengths(batch)
     mask = torch.zeros_like(batch.mask)
-    category = torch.zeros(batch.batch_size, dtype=torch.long)
+    category = torch.zeros(batch.batch_size, dtype=torch.long, device=mask.device)
     for g in torch.unique(batch.group_id).tolist():
         rows = torch.nonzero(batch.group_id == g).squeeze(1)
         local, cat = select_teacher(ok[rows], off[rows], lengths[rows])
@@ -81,7 +81,7 @@ def teacher_mask(batch: RolloutBatch, threshold: float = 1.0) -> tuple[Tensor, T
 
 def _tools_off(batch: RolloutBatch) -> Tensor:
     if batch.path is None:
-        return torch.zeros(batch.batch_size, dtype=torch.bool)
+        return torch.zeros(batch.batch_size, dtype=torch.bool, device=batch.reward.device)
     return batch.path == int(Path.TOOLS_OFF)
 
 

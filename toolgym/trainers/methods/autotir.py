@@ -134,7 +134,7 @@ class AutoTirReward:
             autotir_reward(t, _answers(g), _task(g, self.default_task_type), bool(tr))
             for t, g, tr in zip(batch.response_text, batch.gold, trunc, strict=True)
         ]
-        reward = torch.tensor(scores, dtype=torch.float32)
+        reward = torch.tensor(scores, dtype=torch.float32, device=batch.reward.device)
         return batch.replace(reward=reward, reward_components={**batch.reward_components, "autotir": reward})
 
 

@@ -45,18 +45,19 @@ def split_turns(batch: RolloutBatch) -> RolloutBatch:
             rows.append(i)
             turns.append(k)
     out = batch.select(rows)
+    dev = tid.device
     turn_tid = tid[rows]
-    sel = torch.tensor(turns).unsqueeze(1)
+    sel = torch.tensor(turns, dtype=torch.long, device=dev).unsqueeze(1)
     on_turn = (turn_tid == sel).to(batch.loss_mask.dtype)
-    pos = torch.arange(batch.seq_len).expand(len(rows), -1)
+    pos = torch.arange(batch.seq_len, device=dev).expand(len(rows), -1)
     end = torch.where(turn_tid == sel, pos, torch.full_like(pos, -1)).max(dim=1).values
     keep = (pos <= end.unsqueeze(1)).to(batch.attention_mask.dtype)
-    source = batch.sample_id if batch.sample_id is not None else torch.arange(batch.batch_size)
+    source = batch.sample_id if batch.sample_id is not None else torch.arange(batch.batch_size, device=dev)
     return out.replace(
         loss_mask=out.loss_mask * on_turn,
         attention_mask=out.attention_mask * keep,
         parent_id=source[rows],
-        sample_id=torch.arange(len(rows)),
+        sample_id=torch.arange(len(rows), device=dev),
     )
 
 

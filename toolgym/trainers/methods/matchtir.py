@@ -152,14 +152,16 @@ class MatchingTurnRewards:
             turn_rewards_for(calls, gold or {}, ans, int(k), self.assignment)
             for calls, gold, ans, k in zip(batch.tool_calls, batch.gold, answers, last_turn, strict=True)
         ]
-        total = torch.tensor([sum(t.reward for t in row) for row in turns], dtype=torch.float32)
+        total = torch.tensor([sum(t.reward for t in row) for row in turns], device=batch.reward.device)
         comps = {**batch.reward_components, "matchtir_traj": total}
         return batch.replace(turn_rewards=turns, reward_components=comps)
 
 
-def turn_reward_matrix(turn_rewards: Sequence[Sequence[TurnReward]], num_turns: int) -> Tensor:
+def turn_reward_matrix(
+    turn_rewards: Sequence[Sequence[TurnReward]], num_turns: int, device: torch.device | str = "cpu"
+) -> Tensor:
     """Dense r[i, k] (0 where no reward). -> [B, K]."""
-    out = torch.zeros(len(turn_rewards), num_turns)
+    out = torch.zeros(len(turn_rewards), num_turns, device=device)
     for i, row in enumerate(turn_rewards):
         for tr in row:
             if 0 <= tr.turn < num_turns:
@@ -170,7 +172,7 @@ def turn_reward_matrix(turn_rewards: Sequence[Sequence[TurnReward]], num_turns: 
 def turn_returns(r: Tensor, exists: Tensor, gamma: float = GAMMA) -> Tensor:
     """G_k = r_k + γ·G_{k+1} over each row's existing turns. [B, K] -> [B, K] (0 where absent)."""
     out = torch.zeros_like(r)
-    running = torch.zeros(r.shape[0])
+    running = torch.zeros(r.shape[0], dtype=r.dtype, device=r.device)
     for k in reversed(range(r.shape[1])):
         running = torch.where(exists[:, k], r[:, k] + gamma * running, running)
         out[:, k] = running * exists[:, k]
@@ -212,7 +214,7 @@ class DualLevel(Estimator):
         tid = turn_index(batch)
         k = max(int(tid.max()) + 1, 1)
         exists = (torch.nn.functional.one_hot(tid.clamp(min=0), k) * (tid >= 0).unsqueeze(-1)).sum(1) > 0
-        r = turn_reward_matrix(batch.turn_rewards, k)
+        r = turn_reward_matrix(batch.turn_rewards, k, tid.device)
         a_traj = grpo_outcome((r * exists).sum(1), batch.group_id, eps=self.eps)
         a_turn = same_turn_zscore(turn_returns(r, exists, self.gamma), exists, batch.group_id, self.eps)
         per_turn = 0.5 * (a_traj.unsqueeze(1) + a_turn)

@@ -46,18 +46,19 @@ def attach_worker_rollouts(planner: RolloutBatch, workers: RolloutBatch, parent_
     """
     if len(parent_rows) != workers.batch_size:
         raise ValueError("one parent row per worker rollout is needed")
-    sample_id = planner.sample_id if planner.sample_id is not None else torch.arange(planner.batch_size)
-    parents = torch.as_tensor(list(parent_rows), dtype=torch.long)
+    dev = planner.group_id.device
+    sample_id = planner.sample_id if planner.sample_id is not None else torch.arange(planner.batch_size, device=dev)
+    parents = torch.as_tensor(list(parent_rows), dtype=torch.long, device=dev)
     planner = planner.replace(
         sample_id=sample_id,
-        parent_id=torch.full((planner.batch_size,), -1, dtype=torch.long),
-        role=torch.full((planner.batch_size,), int(Role.PLANNER), dtype=torch.long),
+        parent_id=torch.full((planner.batch_size,), -1, dtype=torch.long, device=dev),
+        role=torch.full((planner.batch_size,), int(Role.PLANNER), dtype=torch.long, device=dev),
     )
-    workers = workers.replace(
+    workers = workers.to(dev).replace(
         group_id=planner.group_id[parents],
         parent_id=sample_id[parents],
-        sample_id=sample_id.max() + 1 + torch.arange(workers.batch_size),
-        role=torch.full((workers.batch_size,), int(Role.WORKER), dtype=torch.long),
+        sample_id=sample_id.max() + 1 + torch.arange(workers.batch_size, device=dev),
+        role=torch.full((workers.batch_size,), int(Role.WORKER), dtype=torch.long, device=dev),
         prompt_key=None if planner.prompt_key is None else planner.prompt_key[parents],
     )
     return concat([planner, _align_optional(workers, planner)])
@@ -68,15 +69,17 @@ def _align_optional(workers: RolloutBatch, planner: RolloutBatch) -> RolloutBatc
     changes: dict[str, Any] = {}
     for name in ("correct", "truncated", "num_tool_calls", "num_turns", "resp_len"):
         if getattr(planner, name) is not None and getattr(workers, name) is None:
-            changes[name] = torch.zeros(workers.batch_size, dtype=getattr(planner, name).dtype)
-    comps = {k: torch.zeros(workers.batch_size) for k in planner.reward_components}
+            ref = getattr(planner, name)
+            changes[name] = torch.zeros(workers.batch_size, dtype=ref.dtype, device=ref.device)
+    dev = workers.reward.device
+    comps = {k: torch.zeros(workers.batch_size, device=dev) for k in planner.reward_components}
     changes["reward_components"] = {**comps, **workers.reward_components}
     return workers.replace(**changes)
 
 
 def _roles(batch: RolloutBatch) -> Tensor:
     if batch.role is None:
-        return torch.full((batch.batch_size,), int(Role.PLANNER))
+        return torch.full((batch.batch_size,), int(Role.PLANNER), device=batch.reward.device)
     return batch.role
 
 
@@ -96,7 +99,7 @@ class PlannerRewardBroadcast:
         """reward [B] <- planner combined reward, broadcast to each worker row."""
         acc = batch.reward_components.get(self.acc_key)
         acc = rewards.correctness(batch).float() if acc is None else acc.float()
-        fmt = batch.reward_components.get(self.fmt_key, torch.ones(batch.batch_size)).float()
+        fmt = batch.reward_components.get(self.fmt_key, torch.ones_like(batch.reward)).float()
         roles, ids = _roles(batch), _sample_ids(batch)
         parent = batch.parent_id if batch.parent_id is not None else torch.full_like(ids, -1)
         reward = batch.reward.float().clone()
@@ -109,7 +112,9 @@ class PlannerRewardBroadcast:
 
 
 def _sample_ids(batch: RolloutBatch) -> Tensor:
-    return batch.sample_id if batch.sample_id is not None else torch.arange(batch.batch_size)
+    if batch.sample_id is not None:
+        return batch.sample_id
+    return torch.arange(batch.batch_size, device=batch.reward.device)
 
 
 class UidGroupZ(Estimator):

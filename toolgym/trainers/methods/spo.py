@@ -92,7 +92,7 @@ class SPOTracker(Estimator):
     def compute(self, batch: RolloutBatch, state: dict[str, Any]) -> AdvOut:
         """[B] binary rewards -> [B, T] advantages (computed before the tracker update)."""
         table = tracker(state)
-        p_hat = torch.tensor([_get(table, k).p_hat for k in _keys(batch)])
+        p_hat = torch.tensor([_get(table, k).p_hat for k in _keys(batch)], device=batch.reward.device)
         adv = spo_advantages(batch.reward.float(), p_hat)
         return AdvOut(broadcast(adv, batch.mask), aux={"spo_p_hat": p_hat})
 
@@ -135,7 +135,7 @@ class SPOTracker(Estimator):
             if prev is None or prev.response is None or prev.logprobs is None:
                 continue
             now = logprob_fn(prev.response).detach()
-            rho[i] = kl_rho(prev.logprobs, now, prev.response.mask, self.rho_min)[0]
+            rho[i] = float(kl_rho(prev.logprobs, now.to(prev.logprobs.device), prev.response.mask, self.rho_min)[0])
         return rho
 
 

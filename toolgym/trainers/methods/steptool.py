@@ -61,8 +61,8 @@ def sequence_step_rewards(
 
 def place_on_turn_ends(values: list[list[float]], tid: Tensor) -> Tensor:
     """Put turn k's value on the last token of turn k. tid [B, T] -> [B, T]."""
-    out = torch.zeros(tid.shape, dtype=torch.float32)
-    pos = torch.arange(tid.shape[1])
+    out = torch.zeros(tid.shape, dtype=torch.float32, device=tid.device)
+    pos = torch.arange(tid.shape[1], device=tid.device)
     for i, row in enumerate(values):
         for k, v in enumerate(row):
             hits = pos[tid[i] == k]

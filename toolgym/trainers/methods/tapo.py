@@ -134,8 +134,8 @@ class TapoReward:
         scored = [
             tapo_reward(t, gold_answer(g), self.mode) for t, g in zip(batch.response_text, batch.gold, strict=True)
         ]
-        reward = torch.tensor([s for s, _ in scored], dtype=torch.float32)
-        correct = torch.tensor([a for _, a in scored])
+        reward = torch.tensor([s for s, _ in scored], dtype=torch.float32, device=batch.reward.device)
+        correct = torch.tensor([a for _, a in scored], device=batch.reward.device)
         return batch.replace(
             reward=reward, correct=correct, reward_components={**batch.reward_components, "tapo": reward}
         )

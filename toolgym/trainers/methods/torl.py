@@ -20,7 +20,8 @@ EXEC_ERROR_PENALTY = -0.5  # optional; the paper reports it did not help [CODE +
 def execution_failed(batch: RolloutBatch) -> torch.Tensor:
     """True for rows with a failed tool call (`tool_calls[i][j].exec_ok` False). -> [B] bool."""
     calls = batch.tool_calls or [[] for _ in range(batch.batch_size)]
-    return torch.tensor([any(not c.exec_ok for c in row) for row in calls], dtype=torch.bool)
+    failed = [any(not c.exec_ok for c in row) for row in calls]
+    return torch.tensor(failed, dtype=torch.bool, device=batch.reward.device)
 
 
 class TorlReward:
@@ -36,7 +37,7 @@ class TorlReward:
 
     def __call__(self, batch: RolloutBatch) -> RolloutBatch:
         """reward [B] <- ±1 (+ penalty)."""
-        reward = torch.where(rewards.correctness(batch, self.threshold), 1.0, -1.0)
+        reward = torch.where(rewards.correctness(batch, self.threshold), 1.0, -1.0).to(torch.float32)
         if self.penalty is not None:
             reward = reward + self.penalty * execution_failed(batch).float()
         return batch.replace(reward=reward, reward_components={**batch.reward_components, "torl": reward})
