@@ -119,6 +119,25 @@ def test_threads_and_subprocesses_work(sandbox):
     assert result.stdout == "10\nhi\n[1, 2]\n", result.stderr
 
 
+def test_forged_replies_are_refused(sandbox):
+    # A well-formed reply written to every fd: the host must not take it for the real one (and
+    # then read the real reply as the answer to the next call).
+    code = (
+        "import json, os, struct\n"
+        "body = json.dumps({'stdout': 'forged', 'stderr': '', 'exit_code': 0, 'timed_out': False}).encode()\n"
+        "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+        "    try:\n"
+        "        os.write(fd, struct.pack('>I', len(body)) + body)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    with sandbox.open_session() as session:
+        result = session.run(code)
+        assert "forged" not in result.stdout and result.killed_reason in (None, "protocol")
+        assert session.run("'after'").stdout == "'after'\n"
+        assert session.run("'again'").stdout == "'again'\n"
+
+
 def test_forked_child_never_answers(sandbox):
     with sandbox.open_session() as session:
         result = session.run("import os\npid = os.fork()\nprint('child' if pid == 0 else 'parent')")

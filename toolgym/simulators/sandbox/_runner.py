@@ -3,8 +3,8 @@
 # This file is sent as the `-c` source of the interpreter inside the sandbox, so it must not import
 # anything from toolgym and must work on any Python >= 3.8. Protocol: each frame is a 4-byte
 # big-endian length followed by UTF-8 JSON. The runner first sends {"ready": true}; then for every
-# request {"code", "timeout", "cpu_time", "max_output", "kill_strays"} it answers {"stdout", "stderr", "exit_code",
-# "timed_out", "stdout_truncated", "stderr_truncated"}.
+# request {"id", "code", "timeout", "cpu_time", "max_output", "kill_strays"} it answers {"id", "stdout", "stderr",
+# "exit_code", "timed_out", "stdout_truncated", "stderr_truncated"}.
 
 from __future__ import annotations
 
@@ -231,6 +231,7 @@ def _run_request(request: dict[str, Any], namespace: dict[str, Any], streams: tu
     stdout, out_cut = _read_capture(1, limit)
     stderr, err_cut = _read_capture(2, limit)
     return {
+        "id": request.get("id"),
         "stdout": stdout,
         "stderr": stderr,
         "exit_code": exit_code,

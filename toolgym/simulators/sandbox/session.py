@@ -103,6 +103,7 @@ class InterpreterSession:
         self.backend = backend
         self.kill_strays = kill_strays
         self.restarts = 0
+        self._requests = 0
         self._spawn = spawn
         self._channel: Channel | None = None
         self._reader: _FrameReader | None = None
@@ -167,7 +168,9 @@ class InterpreterSession:
     def _call(self, code: str, wall: float) -> ExecResult:
         assert self._channel is not None and self._reader is not None
         start = time.monotonic()
+        self._requests += 1
         request = {
+            "id": self._requests,
             "code": code,
             "timeout": wall,
             "cpu_time": self.limits.cpu_time,
@@ -178,6 +181,8 @@ class InterpreterSession:
         try:
             self._channel.write(encode_frame(request), deadline - time.monotonic())
             reply = self._reader.read(deadline)
+            if reply.get("id") != self._requests:  # a frame forged by the code, or a stale one
+                raise _Fault("protocol", f"reply to request {reply.get('id')!r}, expected {self._requests}")
             return self._result(reply, time.monotonic() - start)
         except TimeoutError as e:
             return self._fault(_Fault("timeout", str(e)), start)
