@@ -130,15 +130,21 @@ def evaluate(runner: Any, seeds: range) -> tuple[float, float]:
 class Setup:
     """The warm-started tiny policy, tokenizer and chat format shared by every run."""
 
-    def __init__(self, out: Path, cfg: BenchConfig) -> None:
+    def __init__(self, out: Path, cfg: BenchConfig, model: str = "", sft_steps: int = 200) -> None:
+        from transformers import AutoTokenizer
+
         from toolgym.trainers.config import TrainConfig
-        from toolgym.trainers.tiny import TINY_FORMAT, build_tokenizer
+        from toolgym.trainers.tiny import TINY_FORMAT
         from toolgym.trainers.tiny.prepare import prepare_tiny_policy
 
-        train_cfg = TrainConfig(name="bench", output_dir=str(out), seed=cfg.seed)
-        train_cfg.env.id = "toolgym/Calculator-v0"
-        self.path = prepare_tiny_policy(train_cfg, out / "sft_model").path
-        self.tokenizer, self.fmt, self.cfg = build_tokenizer(), TINY_FORMAT, cfg
+        if model:
+            self.path = Path(model)
+        else:
+            train_cfg = TrainConfig(name="bench", output_dir=str(out), seed=cfg.seed)
+            train_cfg.env.id = "toolgym/Calculator-v0"
+            train_cfg.model.sft.max_steps, train_cfg.model.sft.validation_tasks = sft_steps, 32
+            self.path = prepare_tiny_policy(train_cfg, out / "sft_model").path
+        self.tokenizer, self.fmt, self.cfg = AutoTokenizer.from_pretrained(str(self.path)), TINY_FORMAT, cfg
 
     def params(self, greedy: bool) -> Any:
         from toolgym.trainers.engines.base import SamplingParams
@@ -289,9 +295,12 @@ def main() -> int:
     parser.add_argument("--methods", default="", help="comma-separated presets (default: grpo + Tier A + Tier B)")
     parser.add_argument("--world-env", default="toolgym/Calendar-v0", help="env for tool-efficiency methods ('' skips)")
     parser.add_argument("--out", default="runs/bench_methods")
+    parser.add_argument("--model", default="", help="a warm-started tiny model folder (default: SFT one into --out)")
+    parser.add_argument("--sft-steps", type=int, default=200, help="SFT warm-start steps at most")
     for f in ("steps", "prompts", "group", "eval_tasks", "seed"):
         parser.add_argument(f"--{f.replace('_', '-')}", type=int, default=getattr(BenchConfig, f))
     parser.add_argument("--lr", type=float, default=BenchConfig.lr)
+    parser.add_argument("--report-only", action="store_true", help="render <out>/results.json (e.g. a partial run)")
     args = parser.parse_args()
     import torch
 
@@ -301,7 +310,9 @@ def main() -> int:
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    setup = Setup(out, cfg)
+    if args.report_only:
+        return report([MethodResult(**r) for r in json.loads((out / "results.json").read_text())], cfg, out)
+    setup = Setup(out, cfg, args.model, args.sft_steps)
     methods = [m for m in args.methods.split(",") if m] or default_methods()
     runs = [(m, cfg.env_id) for m in methods]
     if args.world_env:
@@ -312,6 +323,11 @@ def main() -> int:
         results.append(train_one(name, setup, env, before[env]))
         print(f"{name} on {env}: {asdict(results[-1])['success_after']}", flush=True)
         (out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
+    return report(results, cfg, out)
+
+
+def report(results: list[MethodResult], cfg: BenchConfig, out: Path) -> int:
+    """Write and print the table, and the plot."""
     table = markdown(results, cfg)
     (out / "methods.md").write_text(table)
     plot(results, out / "methods.png")
