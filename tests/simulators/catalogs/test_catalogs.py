@@ -9,7 +9,6 @@ from typing import Any
 import jsonschema
 import mcp.types
 import pytest
-from conftest import DATA
 
 from toolgym.schemas import ErrorKind, ToolAnnotations, ToolSpec
 from toolgym.simulators import Catalog, load_catalog
@@ -23,6 +22,7 @@ from toolgym.simulators.catalogs import (
 )
 from toolgym.simulators.simulated import Simulator
 
+DATA = Path(__file__).with_name("data")
 DEMO_TOOLS = {"add_numbers", "create_note", "get_note", "greet"}
 
 

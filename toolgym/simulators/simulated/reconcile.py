@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import copy
+import json
 import random
 from functools import lru_cache
 from typing import Any
 
 import jsonschema
 
+from toolgym.simulators.simulated.fastschema import compile_schema
 from toolgym.simulators.simulated.state import EffectPlan, StateStore, singular
-from toolgym.simulators.simulated.values import canonical_json, derive_seed, generate_value
+from toolgym.simulators.simulated.values import canonical_json, derive_seed, generate_value, json_copy
 
 JsonDict = dict[str, Any]
 SEARCH_KEYS = ("query", "q", "search", "keyword", "keywords", "text")
@@ -23,25 +24,51 @@ class StateConflict(LookupError):
     """A call refers to an entity that does not exist (or creates one that already does)."""
 
 
-@lru_cache(maxsize=4096)
-def _validator(schema_json: str) -> Any:
-    import json
+class _Checker:
+    """A schema's compiled validity test (when it stays in the common subset) and its jsonschema validator."""
 
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema)
+    def __init__(self, schema: JsonDict) -> None:
+        self.fast = compile_schema(schema)
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        self.validator = cls(schema)
+
+    def valid(self, value: Any) -> bool:
+        return self.fast(value) if self.fast is not None else bool(self.validator.is_valid(value))
+
+
+_BY_ID: dict[int, tuple[JsonDict, _Checker]] = {}
+
+
+@lru_cache(maxsize=4096)
+def _compiled(schema_json: str) -> _Checker:
+    return _Checker(json.loads(schema_json))
+
+
+def _checker(schema: JsonDict) -> _Checker:
+    """The checker of a schema: by object identity first (specs keep their schemas), then by content."""
+    entry = _BY_ID.get(id(schema))
+    if entry is not None and entry[0] is schema:
+        return entry[1]
+    if len(_BY_ID) > 8192:
+        _BY_ID.clear()
+    checker = _compiled(canonical_json(schema))
+    _BY_ID[id(schema)] = (schema, checker)  # holding the schema keeps its id from being reused
+    return checker
 
 
 def is_valid(value: Any, schema: JsonDict | None) -> bool:
     """Whether `value` conforms to `schema` (None accepts anything)."""
-    return schema is None or _validator(canonical_json(schema)).is_valid(value)
+    return schema is None or _checker(schema).valid(value)
 
 
 def schema_problem(value: Any, schema: JsonDict | None) -> str | None:
-    """A one-line account of why `value` violates `schema`, or None."""
+    """A one-line account of why `value` violates `schema`, or None (jsonschema explains failures)."""
     if schema is None:
         return None
-    error = jsonschema.exceptions.best_match(_validator(canonical_json(schema)).iter_errors(value))
+    checker = _checker(schema)
+    if checker.valid(value):
+        return None
+    error = jsonschema.exceptions.best_match(checker.validator.iter_errors(value))
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path) or "output"
@@ -62,7 +89,7 @@ def read_view(store: StateStore, plan: EffectPlan, arguments: JsonDict) -> list[
     record = store.get(plan.entity, arguments.get(plan.id_key))
     if record is None:
         raise StateConflict(f"{plan.entity} '{arguments.get(plan.id_key)}' not found")
-    return [copy.deepcopy(record)]
+    return [json_copy(record)]
 
 
 def filter_records(records: list[JsonDict], arguments: JsonDict) -> list[JsonDict]:
@@ -76,7 +103,7 @@ def filter_records(records: list[JsonDict], arguments: JsonDict) -> list[JsonDic
         elif any(key in r for r in records):
             out = [r for r in out if _same(r.get(key), wanted)]
     limit = next((arguments[k] for k in LIMIT_KEYS if isinstance(arguments.get(k), int)), None)
-    return copy.deepcopy(out[:limit] if limit is not None and limit >= 0 else out)
+    return [json_copy(record) for record in (out[:limit] if limit is not None and limit >= 0 else out)]
 
 
 def _same(stored: Any, wanted: Any) -> bool:
@@ -88,24 +115,40 @@ def _same(stored: Any, wanted: Any) -> bool:
 def apply_effect(store: StateStore, plan: EffectPlan, arguments: JsonDict, output: Any, schema: JsonDict | None) -> Any:
     """Write the call's effect into the store and return the output overlaid with stored values."""
     if plan.effect == "none" or plan.entity is None or plan.id_key is None:
-        return echo_arguments(copy.deepcopy(output), arguments, schema)
-    output = copy.deepcopy(output)
+        return echo_arguments(json_copy(output), arguments, schema)
+    output = json_copy(output)
     entity, id_key = plan.entity, plan.id_key
-    if plan.effect == "list":
-        records = filter_records(store.records(entity), arguments)
-        return _overlay_list(store, plan, output, schema, records)
     if plan.effect == "delete":
         record = store.delete(entity, arguments[id_key])
         return _confirm(overlay(output, record or {}, schema, plan, write_back=False), schema)
+    fields_before = _field_count(store, entity)
+    if plan.effect == "list":
+        records = filter_records(store.records(entity), arguments)
+        output = _overlay_list(store, plan, output, schema, records)
+    else:
+        output = overlay(output, _target_record(store, plan, arguments), schema, plan)
+    if plan.effect in ("create", "update") or _field_count(store, entity) != fields_before:
+        store.touch()  # records changed in place (updated, or generated fields pinned)
+    return output
+
+
+def _target_record(store: StateStore, plan: EffectPlan, arguments: JsonDict) -> JsonDict:
+    """The stored record a create/get/update call is about (created or updated here)."""
+    entity, id_key = plan.entity or "", plan.id_key or ""
     if plan.effect == "create":
         entity_id = arguments.get(id_key) or store.new_id(entity)
-        record = {id_key: entity_id, **{k: v for k, v in arguments.items() if v is not None}}
+        record = {id_key: entity_id, **{k: json_copy(v) for k, v in arguments.items() if v is not None}}
         store.put(entity, str(entity_id), record)
-    else:
-        record = store.get(entity, arguments[id_key]) or {}
-        if plan.effect == "update":
-            record.update({k: copy.deepcopy(v) for k, v in arguments.items() if v is not None and k != id_key})
-    return overlay(output, record, schema, plan)
+        return record
+    record = store.get(entity, arguments[id_key]) or {}
+    if plan.effect == "update":
+        record.update({k: json_copy(v) for k, v in arguments.items() if v is not None and k != id_key})
+    return record
+
+
+def _field_count(store: StateStore, entity: str) -> int:
+    """Fields stored for an entity type: pinning generated fields only ever adds some."""
+    return sum(len(record) for record in store.tables.get(entity, {}).values())
 
 
 def echo_arguments(output: Any, arguments: JsonDict, schema: JsonDict | None) -> Any:
@@ -114,7 +157,7 @@ def echo_arguments(output: Any, arguments: JsonDict, schema: JsonDict | None) ->
     if isinstance(output, dict):
         for key, value in arguments.items():
             if key in properties and value is not None and is_valid(value, properties[key]):
-                output[key] = copy.deepcopy(value)
+                output[key] = json_copy(value)
     return output
 
 
@@ -151,9 +194,9 @@ def overlay(output: Any, record: JsonDict, schema: JsonDict | None, plan: Effect
     for prop, prop_schema in sub["properties"].items():
         value = record.get(prop, record.get(plan.id_key or "") if prop == "id" else None)
         if value is not None and is_valid(value, prop_schema):
-            target[prop] = copy.deepcopy(value)
+            target[prop] = json_copy(value)
         elif write_back and prop not in record and prop != "id" and target.get(prop) is not None:
-            record[prop] = copy.deepcopy(target[prop])
+            record[prop] = json_copy(target[prop])
     return output
 
 

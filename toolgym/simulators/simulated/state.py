@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from toolgym.schemas import ToolSpec
-from toolgym.simulators.simulated.values import digest
+from toolgym.simulators.simulated.values import digest, json_copy
 
 JsonDict = dict[str, Any]
 Effect = Literal["create", "get", "list", "update", "delete", "none"]
@@ -38,6 +38,7 @@ def _tokens(name: str) -> list[str]:
     return [t for t in re.split(r"[^a-zA-Z0-9]+", spaced.lower()) if t]
 
 
+@lru_cache(maxsize=4096)
 def singular(word: str) -> str:
     """A naive English singular ("contacts" → "contact", "entries" → "entry")."""
     if word.endswith("ies") and len(word) > 4:
@@ -119,19 +120,30 @@ def _id_key(entity: str, specs: list[ToolSpec], plans: dict[str, EffectPlan]) ->
 
 
 class StateStore:
-    """Tables of entity records keyed by id, with deterministic id counters and a canonical digest."""
+    """Tables of entity records keyed by id, with deterministic id counters and a canonical digest.
+
+    The digest is cached: `put`, `delete`, `new_id` and `table` (which hands out a mutable table)
+    invalidate it; code that edits records in place calls `touch()`.
+    """
 
     def __init__(self, tables: dict[str, dict[str, JsonDict]] | None = None, counters: dict[str, int] | None = None):
         self.tables: dict[str, dict[str, JsonDict]] = tables or {}
         self.counters: dict[str, int] = counters or {}
+        self._digest: str | None = None
+
+    def touch(self) -> None:
+        """Forget the cached digest (records were changed in place)."""
+        self._digest = None
 
     def new_id(self, entity: str) -> str:
         """The next id for `entity`: `<entity>_<n>`, counting from 1."""
         self.counters[entity] = self.counters.get(entity, 0) + 1
+        self._digest = None
         return f"{entity}_{self.counters[entity]}"
 
     def table(self, entity: str) -> dict[str, JsonDict]:
-        """The records of one entity type, by id (created on first use)."""
+        """The records of one entity type, by id (created on first use; mutable, so the digest resets)."""
+        self._digest = None
         return self.tables.setdefault(entity, {})
 
     def get(self, entity: str, entity_id: Any) -> JsonDict | None:
@@ -144,6 +156,7 @@ class StateStore:
 
     def delete(self, entity: str, entity_id: Any) -> JsonDict | None:
         """Remove a record and return it (None if absent)."""
+        self._digest = None
         return self.tables.get(entity, {}).pop(str(entity_id), None)
 
     def records(self, entity: str) -> list[JsonDict]:
@@ -152,13 +165,15 @@ class StateStore:
 
     def digest(self) -> str:
         """Canonical SHA-256 of the whole store (tables and counters)."""
-        return digest(self.to_dict())
+        if self._digest is None:
+            self._digest = digest({"tables": self.tables, "counters": self.counters})
+        return self._digest
 
     def to_dict(self) -> JsonDict:
         """JSON-serializable copy of the store."""
-        return {"tables": copy.deepcopy(self.tables), "counters": dict(self.counters)}
+        return {"tables": json_copy(self.tables), "counters": dict(self.counters)}
 
     @classmethod
     def from_dict(cls, data: JsonDict) -> StateStore:
         """Rebuild a store from `to_dict` output."""
-        return cls(copy.deepcopy(data.get("tables", {})), dict(data.get("counters", {})))
+        return cls(json_copy(data.get("tables", {})), dict(data.get("counters", {})))

@@ -36,6 +36,15 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+def json_copy(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, scalars): much faster than `copy.deepcopy`."""
+    if isinstance(value, dict):
+        return {key: json_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_copy(item) for item in value]
+    return value
+
+
 def digest(value: Any, length: int = 64) -> str:
     """SHA-256 hex digest of a value's canonical JSON."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:length]
