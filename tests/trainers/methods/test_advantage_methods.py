@@ -171,3 +171,22 @@ def test_axpo_masks_shared_prefix(batch_factory) -> None:
     adv = build_algorithm("axpo").advantages(b, {}).advantages
     assert adv[1, :3].abs().sum().item() == 0.0 and adv[1, 3].item() > 0
     assert adv[0].abs().sum().item() == 0.0  # a lone original: no baseline
+
+
+def test_awpo_rule_reasoning_score(batch_factory) -> None:
+    span = torch.full((2, 5), int(SpanType.TOOL_CALL))
+    span[0, 1:5] = int(SpanType.REASON)
+    b = batch_factory([1.0, 0.0], [0, 0], t=5, span_type=span)
+    scored = build_algorithm("awpo", {"reward_transforms": {"reasoning_score": {"ref_len": 8}}}).transform_rewards(b)
+    assert scored.reward_components["reasoning"].tolist() == [0.5, 0.0]  # 4 reasoning tokens of 8
+
+
+def test_vspo_tracker_counts_outcomes(batch_factory) -> None:
+    algo = build_algorithm("vspo")
+    state: dict = {}
+    b = batch_factory([1.0, 0.0, 1.0], [0, 0, 1], prompt_key=torch.tensor([11, 11, 12]))
+    algo.update_state(b, state)
+    algo.update_state(b, state)
+    assert state["vspo_value"] == {11: (2.0, 4.0), 12: (2.0, 2.0)}
+    picks = algo.sample_prompts([11, 12], state, 1000, __import__("numpy").random.default_rng(1))
+    assert picks.count(0) > picks.count(1)  # p̂ = .5 (value .30) beats p̂ = .83 (value .19)

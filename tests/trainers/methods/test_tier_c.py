@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -102,3 +104,12 @@ def test_poise_probe_and_pairs(batch_factory) -> None:
     v = algo.advantages(b, state).aux["poise_value"]
     # the probe fits R ≈ h; row 0's baseline comes from row 1's features (h = 0) and vice versa
     assert v[0].item() == pytest.approx(0.0, abs=0.05) and v[1].item() == pytest.approx(1.0, abs=0.05)
+
+
+def test_apo_pull_is_k3_on_pull_tokens_only() -> None:
+    from toolgym.trainers.methods.tier_c.apo import support_pull
+
+    logp = torch.log(torch.tensor([[0.5, 0.5]]))
+    ref = torch.zeros(1, 2)  # Δ = log 0.5 → k3 = 2 + ln 0.5 − 1
+    term = support_pull(logp, ref, torch.ones(1, 2), torch.tensor([[1.0, 0.0]]))
+    assert term[0].tolist() == pytest.approx([1.0 + math.log(0.5), 0.0], abs=1e-6)
