@@ -80,10 +80,10 @@ class SignedCorrectness:
         self.threshold = threshold
 
     def __call__(self, batch: RolloutBatch) -> RolloutBatch:
-        """reward [B] -> ±1 [B]."""
+        """reward [B] -> ±1 [B]; `correct` keeps the correctness used (later shaping may move R)."""
         ok = correctness(batch, self.threshold)
         reward = torch.where(ok, 1.0, -1.0).to(torch.float32)
-        return batch.replace(reward=reward, reward_components={**batch.reward_components})
+        return batch.replace(reward=reward, correct=ok, reward_components={**batch.reward_components})
 
 
 class OverlongFilter:

@@ -415,3 +415,13 @@ def test_value_loss_uses_the_preset_clip(batch_factory):
     # V_new = 1: unclipped (1−1)² = 0, clipped (0.2−1)² = .64 -> ½·.64 on the one model token
     assert algo.value_loss(T([[0.0, 1.0]]), b, adv).item() == approx(0.32)
     assert algo.value_loss(T([[0.0, 1.0]]), b, adv, clip_value=0.5).item() == approx(0.125)
+
+
+def test_dapo_filter_judges_correctness_not_the_shaped_reward(batch_factory):
+    # both rollouts correct, one overlong: shaped rewards differ (1, 0) but accuracy is constant
+    algo = build_algorithm("dapo", {"reward_transforms.overlong_shaping": {"max_len": 4, "buffer_len": 2}})
+    b = batch_factory([[1, 1, 1, 1], [1, 0, 0, 0]], [1.0, 1.0], [0, 0])
+    b = algo.transform_rewards(b)
+    assert b.reward.tolist() == [0.0, 1.0] and b.correct.tolist() == [True, True]
+    kept, missing = algo.filter_groups(b)
+    assert kept.batch_size == 0 and missing == 1

@@ -40,7 +40,8 @@ class TorlReward:
         reward = torch.where(rewards.correctness(batch, self.threshold), 1.0, -1.0).to(torch.float32)
         if self.penalty is not None:
             reward = reward + self.penalty * execution_failed(batch).float()
-        return batch.replace(reward=reward, reward_components={**batch.reward_components, "torl": reward})
+        comps = {**batch.reward_components, "torl": reward}
+        return batch.replace(reward=reward, correct=rewards.correctness(batch, self.threshold), reward_components=comps)
 
 
 rewards.REGISTRY.register("torl_reward", TorlReward)
