@@ -20,7 +20,7 @@ from toolgym.simulators.sandbox import (
     available_backends,
     get_backend,
 )
-from toolgym.simulators.sandbox._proc import host_python, runner_source
+from toolgym.simulators.sandbox._proc import UID_RANGE, host_python, runner_source
 from toolgym.simulators.sandbox.bwrap import BwrapSandbox
 from toolgym.simulators.sandbox.cgroup import CGROUP_ROOT, Cgroup
 from toolgym.simulators.sandbox.docker import DockerSandbox, StreamDemuxer
@@ -127,8 +127,8 @@ def test_runner_kills_strays_only_inside_a_private_pid_namespace():
     assert fallback.run(probe).stdout == "False\n"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the fallback drops to nobody only when the host runs as root")
-def test_subprocess_fallback_runs_as_nobody_so_the_process_limit_binds():
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fallback drops privileges only when the host runs as root")
+def test_subprocess_fallback_drops_to_its_own_uid_so_the_process_limit_binds():
     with pytest.warns(RuntimeWarning):
         sandbox = get_backend("subprocess", SandboxLimits(wall_time=10, max_processes=4))
     code = (
@@ -149,7 +149,11 @@ def test_subprocess_fallback_runs_as_nobody_so_the_process_limit_binds():
         "print(os.getuid(), refused)"
     )
     uid, refused = map(int, sandbox.run(code).stdout.split())
-    assert uid == 65534 and refused >= 5
+    assert UID_RANGE[0] <= uid < UID_RANGE[1] and refused >= 5
+    with sandbox.open_session() as first, sandbox.open_session() as second:
+        pid = int(first.run("import os; os.getpid()").stdout)
+        probe = second.run(f"import os\ntry:\n    os.kill({pid}, 0)\nexcept OSError as e:\n    print(type(e).__name__)")
+        assert probe.stdout == "PermissionError\n"  # one fallback sandbox cannot signal another
 
 
 def test_cgroup_files_are_written(tmp_path):

@@ -6,6 +6,7 @@ import functools
 import math
 import os
 import resource
+import secrets
 import select
 import signal
 import subprocess
@@ -17,6 +18,14 @@ from pathlib import Path
 from toolgym.simulators.sandbox.limits import SandboxLimits
 
 _RUNNER_PATH = Path(__file__).with_name("_runner.py")
+#: Unprivileged uids sandboxes run as when the host is root: one fresh uid per sandbox, so
+#: RLIMIT_NPROC counts that sandbox alone and sandboxes cannot signal or read one another.
+UID_RANGE = (2_000_000, 3_000_000)
+
+
+def random_uid() -> int:
+    """A fresh unprivileged uid from :data:`UID_RANGE` (no user of the host has one)."""
+    return UID_RANGE[0] + secrets.randbelow(UID_RANGE[1] - UID_RANGE[0])
 
 
 @functools.cache

@@ -5,16 +5,17 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import secrets
 import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 from toolgym.simulators.sandbox._proc import (
+    UID_RANGE,
     PipeChannel,
     host_python,
     make_preexec,
+    random_uid,
     rlimits_for,
     runner_argv,
 )
@@ -36,7 +37,6 @@ _NAMESPACES = (
     "--unshare-uts",
     "--unshare-cgroup-try",
 )
-_UID_RANGE = (2_000_000, 3_000_000)
 
 
 def _system_binds() -> list[str]:
@@ -163,7 +163,7 @@ class BwrapSandbox(ChannelSandbox):
 
     def spawn(self) -> PipeChannel:
         """Start the REPL runner in a new bubblewrap sandbox."""
-        uid = _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
+        uid = random_uid()
         cgroup = Cgroup.create(self.limits) if self._use_cgroups else None
         seccomp_fd = filter_fd() if self._use_seccomp else None
         hooks = [cgroup.join] if cgroup is not None else []
@@ -192,7 +192,7 @@ def bwrap_works() -> bool:
         sandbox = BwrapSandbox(use_cgroups=False)
     except SandboxUnavailable:
         return False
-    argv = sandbox.command([sandbox.python, "-I", "-S", "-c", "pass"], _UID_RANGE[0])
+    argv = sandbox.command([sandbox.python, "-I", "-S", "-c", "pass"], UID_RANGE[0])
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:

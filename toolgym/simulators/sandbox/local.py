@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -15,6 +16,7 @@ from toolgym.simulators.sandbox._proc import (
     PipeChannel,
     host_python,
     make_preexec,
+    random_uid,
     rlimits_for,
     runner_argv,
 )
@@ -23,7 +25,6 @@ from toolgym.simulators.sandbox.limits import SandboxLimits
 
 logger = logging.getLogger(__name__)
 
-NOBODY = 65534
 _SYSTEM_BIN_DIRS = ("/usr/local/bin", "/usr/bin", "/bin")
 UNSAFE_MESSAGE = (
     "toolgym sandbox: using the 'subprocess' backend, which applies rlimits and a private "
@@ -35,9 +36,10 @@ UNSAFE_MESSAGE = (
 class SubprocessSandbox(ChannelSandbox):
     """Runs code in a plain child process with rlimits, a cleared environment and a temp dir.
 
-    When the host runs as root, the child drops to uid ``nobody`` so RLIMIT_NPROC binds (it
-    never binds root). If ``nobody`` cannot reach the host's interpreter (e.g. a pyenv under
-    ``/root``), a system interpreter of the same Python version is used instead. Use only where
+    When the host runs as root, the child drops to a fresh unprivileged uid (as on bwrap), so
+    RLIMIT_NPROC binds (it never binds root) and sandboxes cannot signal or read one another. If
+    other users cannot reach the host's interpreter (e.g. a pyenv under ``/root``), a system
+    interpreter of the same Python version is used instead. Use only where
     neither bubblewrap nor Docker is available: constructing one emits a ``RuntimeWarning``.
 
     Args:
@@ -58,24 +60,25 @@ class SubprocessSandbox(ChannelSandbox):
             warnings.warn(UNSAFE_MESSAGE, RuntimeWarning, stacklevel=2)
             logger.warning(UNSAFE_MESSAGE)
         self.python = host_python()[0]
-        #: Drop to uid nobody (so RLIMIT_NPROC binds) when root and nobody can run the interpreter.
-        self.as_nobody = False
+        #: Drop to an unprivileged uid (so RLIMIT_NPROC binds) when root and others can run Python.
+        self.drop_privileges = False
         if os.geteuid() == 0:
-            self.python, self.as_nobody = _interpreter_for_nobody(self.python)
-            if not self.as_nobody:
-                logger.warning("no interpreter that uid nobody can run: sandboxed code runs as root")
+            self.python, self.drop_privileges = _interpreter_for_others(self.python)
+            if not self.drop_privileges:
+                logger.warning("no interpreter that other users can run: sandboxed code runs as root")
 
     def spawn(self) -> PipeChannel:
         """Start the REPL runner in a child process with rlimits and a fresh working dir."""
         root = tempfile.mkdtemp(prefix="toolgym-sandbox-")
         workdir, tmpdir = os.path.join(root, "work"), os.path.join(root, "tmp")
-        if self.as_nobody:
-            os.chmod(root, 0o711)  # nobody may traverse to its own directories, not list them
+        uid = random_uid() if self.drop_privileges else None
+        if uid is not None:
+            os.chmod(root, 0o711)  # the sandbox may traverse to its own directories, not list them
         for path in (workdir, tmpdir):
             os.mkdir(path, 0o700)
-            if self.as_nobody:
-                os.chown(path, NOBODY, NOBODY)
-        hooks: list[Callable[[], None]] = [_become_nobody] if self.as_nobody else []
+            if uid is not None:
+                os.chown(path, uid, uid)
+        hooks: list[Callable[[], None]] = [functools.partial(_become, uid)] if uid is not None else []
         env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": tmpdir, "LANG": "C.UTF-8"}
         try:
             return PipeChannel(
@@ -90,8 +93,8 @@ class SubprocessSandbox(ChannelSandbox):
             raise
 
 
-def _interpreter_for_nobody(preferred: str) -> tuple[str, bool]:
-    """Return ``(python, True)`` for an interpreter of this Python version that ``nobody`` can run."""
+def _interpreter_for_others(preferred: str) -> tuple[str, bool]:
+    """Return ``(python, True)`` for an interpreter of this Python version that others can run."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     candidates = [preferred, *(os.path.join(d, version) for d in _SYSTEM_BIN_DIRS)]
     for candidate in candidates:
@@ -106,7 +109,7 @@ def _others_can_run(executable: str) -> bool:
     return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
 
 
-def _become_nobody() -> None:
+def _become(uid: int) -> None:
     os.setgroups([])
-    os.setresgid(NOBODY, NOBODY, NOBODY)
-    os.setresuid(NOBODY, NOBODY, NOBODY)
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
