@@ -75,6 +75,7 @@ class EnginePolicy:
     def __init__(self, engine: Any, tokenizer: Any, fmt: Any, params: Any) -> None:
         self.engine, self.tokenizer, self.fmt, self.params = engine, tokenizer, fmt, params
         self.calls = 0
+        self.last_uncertainty = 0.0
 
     def __call__(self, prompt: str, history: Any, prefix: str) -> str:
         from toolgym.trainers.engines.base import GenRequest
@@ -87,6 +88,7 @@ class EnginePolicy:
         ids = list(self.tokenizer.encode(text, add_special_tokens=False))
         self.calls += 1
         out = self.engine.generate([GenRequest(f"b{self.calls}", ids)], self.params)[0]
+        self.last_uncertainty = -sum(out.logprobs) / max(len(out.logprobs), 1)  # AXPO's prefix selection
         body = out.token_ids[:-1] if out.finish_reason == "stop" else out.token_ids
         return prefix + self.tokenizer.decode(body, skip_special_tokens=False)
 

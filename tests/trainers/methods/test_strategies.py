@@ -152,3 +152,14 @@ def test_toolpo_on_simulated_apis() -> None:
     assert adv[0][calls[0]].unique().tolist() == pytest.approx([2 * s], abs=1e-3)  # success + correct call
     assert adv[0][other[0]].unique().tolist() == pytest.approx([s], abs=1e-3)
     assert adv[1][calls[1]].unique().tolist() == pytest.approx([-2 * s], abs=1e-3)
+
+
+def test_axpo_picks_the_most_uncertain_prefix(ScriptedCalculatorPolicy) -> None:
+    policy = ScriptedCalculatorPolicy(n_wrong=3)
+    run = runner(policy)
+    originals = [run.run(EpisodePlan(seed=11, group_id=0)) for _ in range(3)]
+    originals[1].turns[0].info["uncertainty"] = 2.5  # as a policy's `last_uncertainty` would record it
+    forks = AXPOResample(n_resample=1, n_prefixes=1).expand(originals, run)[3:]
+    assert [f.parent_id for f in forks] == [originals[1].sample_id]
+    policy.last_uncertainty = 0.7
+    assert run.run(EpisodePlan(seed=1, group_id=0)).turns[0].info["uncertainty"] == 0.7

@@ -136,6 +136,9 @@ class ForkRunner:
             prefix = ""
             state = self.env.unwrapped.get_state()
             obs, reward, terminated, truncated, info = self.env.step(action)
+            uncertainty = getattr(self.policy, "last_uncertainty", None)  # e.g. −mean logprob of the turn
+            if uncertainty is not None:
+                info = {**info, "uncertainty": float(uncertainty)}
             trace.turns.append(TurnRecord(state, action, obs, float(reward), info))
             trace.terminated, trace.truncated = bool(terminated), bool(truncated)
         if not trace.done:

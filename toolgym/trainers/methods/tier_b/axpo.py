@@ -31,7 +31,7 @@ def all_wrong_tool_subgroup(group: list[Trace]) -> list[Trace]:
 
 
 def turn_uncertainty(trace: Trace, turn: int) -> float:
-    """The runner's recorded uncertainty of a turn (`info["uncertainty"]`, e.g. mean token entropy), else 0."""
+    """The runner's recorded uncertainty of a turn (`info["uncertainty"]`: the policy's `last_uncertainty`), else 0."""
     return float(trace.turns[turn].info.get("uncertainty", 0.0))
 
 
@@ -122,7 +122,7 @@ register_preset(
         paper="Agent Explorative Policy Optimization for Multimodal Agentic Reasoning (AXPO)",
         arxiv="2605.28774",
         evidence="[ABS]+project page: prefix-frozen resampling of all-wrong tool subgroups; ASSUMED 4 resamples of "
-        "1 prefix per subgroup, uncertainty = runner-recorded turn entropy, resamples z-scored with their parent",
+        "1 prefix per subgroup, uncertainty = the policy's recorded −mean logprob of the tool-call turn, resamples z-scored with their parent",
         tier="B",
     )
 )
