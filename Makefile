@@ -39,6 +39,7 @@ check: lint typecheck importlint
 
 bench: venv
 	$(PY) bench/env_step.py
+	$(PY) bench/sandbox.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
