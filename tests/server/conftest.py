@@ -145,8 +145,8 @@ def server(
 
 @pytest.fixture(scope="session")
 def sqlite_server(database_factory: Callable[[str], str], server_factory: Callable[..., Server]) -> Server:
-    """One shared server over SQLite (for the RemoteEnv equivalence tests)."""
-    return server_factory(database_factory("sqlite"))
+    """One shared server over SQLite (for the RemoteEnv equivalence tests; heavy envs may take a while a step)."""
+    return server_factory(database_factory("sqlite"), step_timeout_s="300")
 
 
 @pytest.fixture

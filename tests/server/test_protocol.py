@@ -305,3 +305,20 @@ def test_fuzzed_bodies_never_cause_5xx(api: httpx.Client, endpoint: str) -> None
             assert set(response.json()["error"]) >= {"code", "message"}
 
     check()
+
+
+def test_closing_a_session_ends_its_websocket_too(api: httpx.Client, server: Server) -> None:
+    session_id = new_session(api)
+
+    async def drive() -> list[dict[str, Any]]:
+        url = server.url.replace("http", "ws") + f"/v1/sessions/{session_id}/ws"
+        async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {KEY_A}"}) as socket:
+            await socket.send(json.dumps({"op": "reset", "seed": 1}))
+            first = json.loads(await socket.recv())
+            assert (await asyncio.to_thread(api.delete, f"/v1/sessions/{session_id}")).status_code == 200
+            await socket.send(json.dumps({"op": "step", "action": "<answer>1</answer>"}))
+            return [first, json.loads(await socket.recv())]
+
+    first, after = asyncio.run(drive())
+    assert "observation" in first
+    assert after["error"]["code"] == "session_not_found"

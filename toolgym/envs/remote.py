@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import httpx
@@ -206,7 +206,7 @@ class RemoteEnv(gym.Env[str, str]):
         ...                env_id="toolgym/Calculator-v0")  # doctest: +SKIP
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - gymnasium declares it per instance
 
     def __init__(
         self,

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.openapi.utils import get_openapi
 from starlette.responses import PlainTextResponse, Response
 
 from toolgym import __version__
@@ -39,7 +39,7 @@ from toolgym.server.work import dumps
 logger = logging.getLogger("toolgym.server")
 JSON = "application/json"
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422)}
-_bearer = HTTPBearer(auto_error=False, description="an API key from TOOLGYM_API_KEYS")
+BEARER: dict[str, Any] = {"security": [{"bearer": []}]}
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -65,7 +65,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(
         title="toolgym env server",
         version=__version__,
-        description="Hosts registered toolgym environments as sessions; every step is persisted.",
+        description="Hosts registered toolgym environments as sessions; every step is persisted. "
+        'WebSocket /v1/sessions/{id}/ws takes {"op": "reset", "seed"?, "options"?} and {"op": "step", "action"} '
+        "messages and answers each with the body of the REST call of the same name.",
         lifespan=lifespan,
     )
     app.state.settings, app.state.store, app.state.manager = settings, store, manager
@@ -77,7 +79,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from toolgym.server.ws import add_websocket_route
 
     add_websocket_route(app, manager)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI schema with the bearer scheme declared (checked per route, not by a dependency)."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+        schemes["bearer"] = {"type": "http", "scheme": "bearer", "description": "a key from TOOLGYM_API_KEYS"}
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def _owner(request: Request) -> str:
@@ -89,7 +102,7 @@ def _json(body: bytes | str, status: int = 200) -> Response:
 
 
 def _add_env_routes(app: FastAPI) -> None:
-    @app.get("/v1/envs", response_model=EnvList, tags=["envs"], responses=ERRORS)
+    @app.get("/v1/envs", response_model=EnvList, tags=["envs"], responses=ERRORS, openapi_extra=BEARER)
     async def list_envs(request: Request) -> Response:
         """Hosted env ids with their docs and the constructor kwargs they accept."""
         _owner(request)
@@ -97,37 +110,34 @@ def _add_env_routes(app: FastAPI) -> None:
 
 
 def _add_session_routes(app: FastAPI, manager: SessionManager) -> None:
-    deps: dict[str, Any] = {"responses": ERRORS, "tags": ["sessions"]}
-    security = [_security_dependency()]
+    deps: dict[str, Any] = {"responses": ERRORS, "tags": ["sessions"], "openapi_extra": BEARER}
 
-    @app.post("/v1/sessions", response_model=SessionInfo, status_code=201, dependencies=security, **deps)
+    @app.post("/v1/sessions", response_model=SessionInfo, status_code=201, **deps)
     async def create_session(body: CreateSession, request: Request) -> Response:
         """Create a session hosting `env_id` built with `kwargs`."""
         session = await manager.create(_owner(request), body.env_id, body.kwargs, body.seed)
         return _json(dumps(session.describe()), 201)
 
-    @app.post("/v1/sessions/{session_id}/reset", response_model=ResetResponse, dependencies=security, **deps)
+    @app.post("/v1/sessions/{session_id}/reset", response_model=ResetResponse, **deps)
     async def reset(session_id: str, request: Request, body: ResetRequest | None = None) -> Response:
         """Start an episode: Gymnasium's `reset(seed=, options=)`."""
         body = body or ResetRequest()
         session = manager.get(_owner(request), session_id)
         return _json(await manager.reset(session, body.seed, body.options))
 
-    @app.post("/v1/sessions/{session_id}/step", response_model=StepResponse, dependencies=security, **deps)
+    @app.post("/v1/sessions/{session_id}/step", response_model=StepResponse, **deps)
     async def step(session_id: str, body: StepRequest, request: Request) -> Response:
         """Gymnasium's `step(action)`; the step is committed to the database before this answers."""
         session = manager.get(_owner(request), session_id)
         return _json(await manager.step(session, body.action))
 
-    @app.post(
-        "/v1/sessions/{session_id}/fork", response_model=SessionInfo, status_code=201, dependencies=security, **deps
-    )
+    @app.post("/v1/sessions/{session_id}/fork", response_model=SessionInfo, status_code=201, **deps)
     async def fork(session_id: str, request: Request) -> Response:
         """A new session in exactly the same state (env, world, RNG, episode so far)."""
         session = manager.get(_owner(request), session_id)
         return _json(dumps((await manager.fork(session)).describe()), 201)
 
-    @app.get("/v1/sessions/{session_id}", response_model=SessionInfo, dependencies=security, **deps)
+    @app.get("/v1/sessions/{session_id}", response_model=SessionInfo, **deps)
     async def get_session(session_id: str, request: Request) -> Response:
         """A session's status (live sessions in detail; ended ones from the database)."""
         owner = _owner(request)
@@ -137,7 +147,7 @@ def _add_session_routes(app: FastAPI, manager: SessionManager) -> None:
         row = await asyncio.to_thread(manager.check_stored, owner, session_id)
         return _json(dumps(_stored_session(row)))
 
-    @app.get("/v1/sessions/{session_id}/trajectory", response_model=Trajectory, dependencies=security, **deps)
+    @app.get("/v1/sessions/{session_id}/trajectory", response_model=Trajectory, **deps)
     async def trajectory(session_id: str, request: Request) -> Response:
         """Every persisted episode and step of a session."""
         owner = _owner(request)
@@ -147,14 +157,14 @@ def _add_session_routes(app: FastAPI, manager: SessionManager) -> None:
         body = {"session_id": session_id, "env_id": row["env_id"], "status": status, "parent_id": row["parent_id"]}
         return _json(dumps({**body, "episodes": episodes}))
 
-    @app.delete("/v1/sessions/{session_id}", response_model=SessionInfo, dependencies=security, **deps)
+    @app.delete("/v1/sessions/{session_id}", response_model=SessionInfo, **deps)
     async def close(session_id: str, request: Request) -> Response:
         """Close a session and free its env."""
         session = manager.get(_owner(request), session_id)
         await manager.close(session)
         return _json(dumps({**session.describe(), "status": "closed"}))
 
-    @app.post("/v1/step", response_model=BatchResponse, dependencies=security, **deps)
+    @app.post("/v1/step", response_model=BatchResponse, **deps)
     async def batch_step(body: BatchRequest, request: Request) -> Response:
         """Step many sessions together (one thread hand-off, one commit); errors are per item."""
         owner = _owner(request)
@@ -188,15 +198,6 @@ def _stored_session(row: dict[str, Any]) -> dict[str, Any]:
         "parent_id": row["parent_id"],
         "created_at": row["created_at"],
     }
-
-
-def _security_dependency() -> Any:
-    from fastapi import Depends
-
-    async def bearer(credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:  # noqa: B008
-        """Documents the bearer scheme in OpenAPI; the key itself is checked per route."""
-
-    return Depends(bearer)
 
 
 def _add_service_routes(app: FastAPI, manager: SessionManager) -> None:

@@ -7,13 +7,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from toolgym.server import catalog, work
 from toolgym.server.db import Store
 from toolgym.server.errors import ApiError, internal_error
+from toolgym.server.handoff import Handoff
 from toolgym.server.settings import Settings
 from toolgym.server.work import LiveSession, StepOutput
 
@@ -43,7 +43,7 @@ class SessionManager:
         self.settings, self.store = settings, store
         self.sessions: dict[str, LiveSession] = {}
         self.counters = Counters()
-        self.executor = ThreadPoolExecutor(max_workers=settings.worker_threads, thread_name_prefix="toolgym-env")
+        self.handoff = Handoff(settings.worker_threads)
 
     # ------------------------------------------------------------------ lookup
     def get(self, owner: str, session_id: str) -> LiveSession:
@@ -65,11 +65,9 @@ class SessionManager:
         """Run `fn` in the pool, holding `session` exclusively; a timeout fails the session."""
         if session is not None:
             self._claim(session)
-        future: Future[T] = self.executor.submit(fn)
-        if session is not None:  # registered first: the session is free before the loop hears of the result
-            future.add_done_callback(lambda _f: self._release(session))
+        release = None if session is None else (lambda: self._release(session))
         try:
-            return await _wait(future, timeout)
+            return await self.handoff.run(fn, timeout, release)
         except asyncio.TimeoutError:
             self.counters.step_timeouts += 1
             message = f"the env did not answer within the step time limit ({timeout:g} s, TOOLGYM_STEP_TIMEOUT_S)"
@@ -79,6 +77,8 @@ class SessionManager:
             raise ApiError(408, "step_timeout", message) from None
 
     def _claim(self, session: LiveSession) -> None:
+        if session.closed:
+            raise ApiError(404, "session_not_found", f"session {session.id} was closed")
         if session.failed:
             raise ApiError(409, "session_failed", f"session {session.id} can no longer step: {session.failed}")
         if session.busy:
@@ -87,9 +87,15 @@ class SessionManager:
         session.busy = True
         session.last_active = time.monotonic()
 
+    def _release_all(self, sessions: list[LiveSession]) -> None:
+        for session in sessions:
+            self._release(session)
+
     def _release(self, session: LiveSession) -> None:
         session.busy = False
         session.last_active = time.monotonic()
+        if session.closed:
+            _close_env(session)
 
     def _env_failure(self, session: LiveSession, what: str, exc: Exception) -> ApiError:
         self.counters.env_errors += 1
@@ -167,12 +173,12 @@ class SessionManager:
         self, ready: list[tuple[int, LiveSession, str]], results: list[bytes | ApiError | None]
     ) -> None:
         sessions, actions = [s for _, s, _ in ready], [a for _, _, a in ready]
-        future = self.executor.submit(self._step_and_commit, sessions, actions)
-        future.add_done_callback(lambda _f: [self._release(s) for s in sessions])
         timeout = self.settings.step_timeout_s * len(ready)
         started = time.perf_counter()
         try:
-            outputs = await _wait(future, timeout)
+            outputs = await self.handoff.run(
+                lambda: self._step_and_commit(sessions, actions), timeout, lambda: self._release_all(sessions)
+            )
         except asyncio.TimeoutError:
             self.counters.step_timeouts += 1
             message = f"the batch did not finish within {timeout:g} s (TOOLGYM_STEP_TIMEOUT_S per step)"
@@ -210,6 +216,8 @@ class SessionManager:
                 "action_too_large",
                 f"the action has {len(action)} characters; the limit is {self.settings.max_action_chars}",
             )
+        if session.closed:
+            raise ApiError(404, "session_not_found", f"session {session.id} was closed")
         if session.failed:
             raise ApiError(409, "session_failed", f"session {session.id} can no longer step: {session.failed}")
         if session.episode_index < 0:
@@ -234,15 +242,15 @@ class SessionManager:
         return fork
 
     async def close(self, session: LiveSession, status: str = "closed") -> None:
-        """End a session: forget it, close its env, record its status."""
+        """End a session: forget it, record its status, close its env (after a running step, if any)."""
         self.sessions.pop(session.id, None)
-        env = session.env
-        await asyncio.wrap_future(self.executor.submit(self._close_env, env, session, status))
+        session.closed = True
+        await self.handoff.run(lambda: self._end(session, status), self.settings.step_timeout_s)
 
-    def _close_env(self, env: Any, session: LiveSession, status: str) -> None:
+    def _end(self, session: LiveSession, status: str) -> None:
         self.store.end_session(session.id, status)
-        with contextlib.suppress(Exception):
-            env.close()
+        if not session.busy:  # otherwise `_release` closes it when the running step is done
+            _close_env(session)
 
     # ------------------------------------------------------------------ lifecycle
     async def sweep_forever(self) -> None:
@@ -269,25 +277,9 @@ class SessionManager:
             with contextlib.suppress(Exception):
                 self.store.end_session(session.id, "interrupted")
         self.sessions.clear()
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.handoff.shutdown()
 
 
-async def _wait(future: Future[T], timeout: float) -> T:
-    """Await a pool future for at most `timeout` s (the thread keeps running after a timeout: it cannot be killed)."""
-    waiter = asyncio.wrap_future(future)
-    expired = False
-
-    def expire() -> None:
-        nonlocal expired
-        expired = True
-        waiter.cancel()
-
-    timer = asyncio.get_running_loop().call_later(timeout, expire)
-    try:
-        return await waiter
-    except asyncio.CancelledError:
-        if expired:
-            raise asyncio.TimeoutError from None
-        raise
-    finally:
-        timer.cancel()
+def _close_env(session: LiveSession) -> None:
+    with contextlib.suppress(Exception):
+        session.env.close()

@@ -37,6 +37,7 @@ class LiveSession:
     step_index: int = 0
     done: bool = True
     total_reward: float = 0.0
+    closed: bool = False
 
     def describe(self) -> JsonDict:
         """JSON view for `GET /v1/sessions/{id}`."""
@@ -57,17 +58,20 @@ class LiveSession:
         }
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON; anything JSON cannot hold (numpy scalars, sets) becomes a string."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_fallback)
-
-
 def _fallback(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     return str(value)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_fallback)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON; anything JSON cannot hold (numpy scalars, sets) becomes a list or a string."""
+    return _ENCODER.encode(value)
 
 
 def build_env(env_id: str, kwargs: JsonDict) -> gym.Env[Any, Any]:
@@ -170,7 +174,7 @@ def run_step(session: LiveSession, action: str) -> StepOutput:
         b'{"observation":'
         + dumps(observation).encode()
         + b',"reward":'
-        + json.dumps(reward).encode()
+        + _ENCODER.encode(reward).encode()
         + (b',"terminated":true' if terminated else b',"terminated":false')
         + (b',"truncated":true' if truncated else b',"truncated":false')
         + b',"info":'
