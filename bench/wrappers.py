@@ -1,8 +1,9 @@
 """Per-step overhead of budgets and fault injection, as a ratio to the bare env measured in the same run.
 
-Each variant replays the gold actions of the same Calendar tasks; only `step` is timed (resets, which
+Each variant replays the gold actions of the same Calendar tasks; only `step` is timed, in CPU time (resets, which
 build the world, are not).
-Variants: bare; budget (all four limits, tracker on); faults at rate 0 (the hook path alone);
+Variants: bare (the core's fast path); a no-op hook (the core's hook path: what any hook costs);
+budget (all four limits, tracker on); faults at rate 0 (the fault hook without faults);
 faults at rate 0.1 (the schedule firing); budget + faults at 0.1. The best of `--rounds` is taken
 per variant, and rounds interleave the variants so that machine noise hits them alike.
 Run: `OMP_NUM_THREADS=1 python bench/wrappers.py [--tasks 100] [--rounds 15]`.
@@ -17,11 +18,13 @@ from typing import Any
 import gymnasium as gym
 
 import toolgym  # noqa: F401 - registers the ids
+from toolgym.envs import BaseHook
 
 ENV_ID = "toolgym/Calendar-v0"
 BUDGET = {"calls": 1000, "cost": 1000.0, "tokens": 1_000_000, "time": 1e6}
 VARIANTS: dict[str, dict[str, Any]] = {
     "bare": {},
+    "no-op hook": {"hooks": [BaseHook()]},
     "budget": {"budget": BUDGET},
     "faults rate 0": {"faults": {"rate": 0.0}},
     "faults rate 0.1": {"faults": {"rate": 0.1}},
@@ -43,7 +46,7 @@ def run(kwargs: dict[str, Any], episodes: list[tuple[str, list[str]]]) -> tuple[
     """Seconds spent in `step` and steps taken (faulted calls are not retried: the step count stays equal)."""
     env = gym.make(ENV_ID, max_turns=50, **kwargs)
     steps, seconds = 0, 0.0
-    clock = time.perf_counter
+    clock = time.process_time  # CPU time: robust to other processes on a shared machine
     for seed, (task_id, actions) in enumerate(episodes):
         env.reset(seed=seed, options={"task_id": task_id})
         for action in actions:
@@ -70,11 +73,11 @@ def main() -> None:
             per_step = seconds / count
             best[name] = min(best.get(name, per_step), per_step)
             steps[name] = count
-    bare = best["bare"]
+    bare, noop = best["bare"], best["no-op hook"]
     print(f"{ENV_ID}: {args.tasks} gold episodes, best of {args.rounds} rounds")
-    print(f"{'variant':24} {'µs/step':>9} {'steps':>7} {'ratio to bare':>14}")
+    print(f"{'variant':24} {'µs/step':>9} {'steps':>7} {'ratio to bare':>14} {'to no-op hook':>14}")
     for name, per_step in best.items():
-        print(f"{name:24} {per_step * 1e6:9.1f} {steps[name]:7d} {per_step / bare:14.2f}x")
+        print(f"{name:24} {per_step * 1e6:9.1f} {steps[name]:7d} {per_step / bare:13.2f}x {per_step / noop:13.2f}x")
 
 
 if __name__ == "__main__":
