@@ -40,6 +40,7 @@ check: lint typecheck importlint
 bench: venv
 	$(PY) bench/env_step.py
 	$(PY) bench/sandbox.py
+	$(PY) bench/server.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
