@@ -197,7 +197,7 @@ def test_network_is_unreachable(isolated, host_server):
     lines = result.stdout.splitlines()
     assert "CONNECTED" not in result.stdout and len(lines) == len(targets), result.stdout
     assert all(line.split()[1] == "blocked" for line in lines)
-    assert all(float(line.split()[-1]) < 0.5 for line in lines), lines  # fails at once, no waiting
+    assert all(float(line.split()[-1]) < 1.0 for line in lines), lines  # fails at once, not after the 2 s timeout
     interfaces = isolated.run("import socket; [name for _, name in socket.if_nameindex()]")
     assert interfaces.stdout == "['lo']\n"
     dns = isolated.run("import socket; socket.gethostbyname('example.com')")
