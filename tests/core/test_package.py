@@ -29,3 +29,21 @@ def test_console_script_lists_envs() -> None:
 def test_unknown_subcommand_fails_clearly() -> None:
     proc = subprocess.run([sys.executable, "-m", "toolgym.cli", "nope"], capture_output=True, text=True)
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+def test_ray_is_confined_to_trainers_ray() -> None:
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "toolgym"
+    offenders = []
+    for path in package.rglob("*.py"):
+        if path.is_relative_to(package / "trainers" / "ray"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            if any(name == "ray" or name.startswith("ray.") for name in names):
+                offenders.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert offenders == [], f"ray imported outside toolgym/trainers/ray: {offenders}"
