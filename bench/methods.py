@@ -132,7 +132,9 @@ def evaluate(runner: Any, seeds: range) -> tuple[float, float]:
 class Setup:
     """The warm-started tiny policy, tokenizer and chat format shared by every run."""
 
-    def __init__(self, out: Path, cfg: BenchConfig, model: str = "", sft_steps: int = 200) -> None:
+    def __init__(
+        self, out: Path, cfg: BenchConfig, model: str = "", sft_steps: int = 200, env_id: str = "toolgym/Calculator-v0"
+    ) -> None:
         from transformers import AutoTokenizer
 
         from toolgym.trainers.config import TrainConfig
@@ -143,7 +145,7 @@ class Setup:
             self.path = Path(model)
         else:
             train_cfg = TrainConfig(name="bench", output_dir=str(out), seed=cfg.seed)
-            train_cfg.env.id = "toolgym/Calculator-v0"
+            train_cfg.env.id = env_id  # the warm start imitates this env's gold actions
             train_cfg.model.sft.max_steps, train_cfg.model.sft.validation_tasks = sft_steps, 32
             self.path = prepare_tiny_policy(train_cfg, out / "sft_model").path
         self.tokenizer, self.fmt, self.cfg = AutoTokenizer.from_pretrained(str(self.path)), TINY_FORMAT, cfg
@@ -225,6 +227,16 @@ def train_one(name: str, setup: Setup, env_id: str, before: tuple[float, float])
     result.grad_norm_max = max(finite) if finite else math.nan
     result.seconds = time.perf_counter() - start
     return result
+
+
+def safe_train(name: str, setup: Setup, env_id: str, before: tuple[float, float]) -> MethodResult:
+    """`train_one`, recording an error as the result's note instead of stopping the whole comparison."""
+    try:
+        return train_one(name, setup, env_id, before)
+    except Exception as error:  # noqa: BLE001 — one method's failure is a result, not a crash
+        from toolgym.trainers.methods import REGISTRY
+
+        return MethodResult(name, env_id, REGISTRY.get(name).tier, *before, skipped=f"error: {error!r}"[:200])
 
 
 def baseline(setup: Setup, env_id: str) -> tuple[float, float]:
@@ -314,15 +326,19 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.report_only:
         return report([MethodResult(**r) for r in json.loads((out / "results.json").read_text())], cfg, out)
-    setup = Setup(out, cfg, args.model, args.sft_steps)
     methods = [m for m in args.methods.split(",") if m] or default_methods()
     runs = [(m, cfg.env_id) for m in methods]
     if args.world_env:
         runs += [(m, args.world_env) for m in ("grpo", *EFFICIENCY_METHODS) if m in methods]
-    before = {env: baseline(setup, env) for env in {e for _, e in runs}}
+    envs = sorted({e for _, e in runs})
+    setups = {
+        env: Setup(out / env.split("/")[-1], cfg, args.model if env == cfg.env_id else "", args.sft_steps, env)
+        for env in envs
+    }
+    before = {env: baseline(setups[env], env) for env in envs}
     results = []
     for name, env in runs:
-        results.append(train_one(name, setup, env, before[env]))
+        results.append(safe_train(name, setups[env], env, before[env]))
         print(f"{name} on {env}: {asdict(results[-1])['success_after']}", flush=True)
         (out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
     return report(results, cfg, out)
