@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from simfakes import CRUD_CATALOG, FakeOpenAI
 
+from toolgym.cli import main as cli_main
 from toolgym.schemas import ErrorKind
 from toolgym.simulators.simulated import (
     ReplayMiss,
@@ -147,12 +148,16 @@ def _audit_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_toolgym_audit_cli(tmp_path: Path) -> None:
+def test_toolgym_audit_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    as_json = _audit_cli(str(PY_TOOLS), "--json", "--samples", "3", "--seed", "2")  # a real subprocess
+    assert as_json.returncode == 0, as_json.stderr
+    rows = {row["name"]: row for row in json.loads(as_json.stdout)}
+    assert rows["multiply"]["shape_agreement"] == 1.0 and rows["multiply"]["validity"] == 1.0
+    assert rows["remember"]["exact_agreement"] is None
     catalog = tmp_path / "crud.json"
     catalog.write_text(json.dumps(CRUD_CATALOG))
-    table = _audit_cli(str(catalog), "--samples", "2")
-    assert table.returncode == 0, table.stderr
-    lines = table.stdout.splitlines()
+    assert cli_main(["audit", str(catalog), "--samples", "2"]) == 0  # the same entry point, in process
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["tool", "calls", "valid@1"] and lines[-1].startswith("TOTAL")
     assert {line.split()[0] for line in lines[1:-1]} == {
         "add_book",
@@ -161,10 +166,5 @@ def test_toolgym_audit_cli(tmp_path: Path) -> None:
         "remove_book",
         "list_books",
     }
-    as_json = _audit_cli(str(PY_TOOLS), "--json", "--samples", "3", "--seed", "2")
-    assert as_json.returncode == 0, as_json.stderr
-    rows = {row["name"]: row for row in json.loads(as_json.stdout)}
-    assert rows["multiply"]["shape_agreement"] == 1.0 and rows["multiply"]["validity"] == 1.0
-    assert rows["remember"]["exact_agreement"] is None
-    missing = _audit_cli(str(tmp_path / "nope.json"))
-    assert missing.returncode == 2 and "not found" in missing.stderr
+    assert cli_main(["audit", str(tmp_path / "nope.json")]) == 2
+    assert "not found" in capsys.readouterr().err

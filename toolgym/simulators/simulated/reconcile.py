@@ -61,8 +61,8 @@ def is_valid(value: Any, schema: JsonDict | None) -> bool:
     return schema is None or _checker(schema).valid(value)
 
 
-def schema_problem(value: Any, schema: JsonDict | None) -> str | None:
-    """A one-line account of why `value` violates `schema`, or None (jsonschema explains failures)."""
+def schema_problem(value: Any, schema: JsonDict | None, what: str = "output") -> str | None:
+    """A one-line account of why `value` (the `what`) violates `schema`, or None (jsonschema explains)."""
     if schema is None:
         return None
     checker = _checker(schema)
@@ -71,7 +71,7 @@ def schema_problem(value: Any, schema: JsonDict | None) -> str | None:
     error = jsonschema.exceptions.best_match(checker.validator.iter_errors(value))
     if error is None:
         return None
-    where = "/".join(str(p) for p in error.absolute_path) or "output"
+    where = "/".join([what, *(str(p) for p in error.absolute_path)])
     return f"{where}: {error.message}"[:300]
 
 

@@ -99,7 +99,11 @@ class Simulator:
         if name not in self.catalog:
             return ToolResult.failure(ErrorKind.UNKNOWN_TOOL, f"unknown tool {name!r}")
         spec = self.catalog.get(name)
-        problem = schema_problem(arguments, spec.input_schema) if isinstance(arguments, dict) else "not an object"
+        problem = (
+            schema_problem(arguments, spec.input_schema, "arguments")
+            if isinstance(arguments, dict)
+            else "the arguments are not a JSON object"
+        )
         if problem is not None:
             self.counts["invalid_arguments"] += 1
             return ToolResult.failure(ErrorKind.INVALID_ARGUMENTS, f"invalid arguments: {problem}")
@@ -224,7 +228,7 @@ class SimulatedTool(Tool):
 
     def validate(self, arguments: Any) -> JsonDict:
         """Check arguments against the input schema; raise `ValueError` when they do not fit."""
-        problem = schema_problem(arguments, self.spec.input_schema)
+        problem = schema_problem(arguments, self.spec.input_schema, "arguments")
         if problem is not None:
             raise ValueError(f"invalid arguments: {problem}")
         return dict(arguments)
