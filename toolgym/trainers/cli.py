@@ -27,8 +27,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         from toolgym.trainers.config import load_config
 
-        overrides = list(args.overrides) + (["resume=true"] if args.resume else [])
-        cfg = load_config(args.config, overrides)
+        config, overrides = args.config, list(args.overrides)
+        if config is not None and "=" in config and not config.endswith((".yaml", ".yml")):
+            config, overrides = None, [config, *overrides]  # no config file: the first word is an override
+        cfg = load_config(config, overrides + (["resume=true"] if args.resume else []))
     except (OSError, ValueError) as error:
         sys.stderr.write(f"toolgym train: {error}\n")
         return 2

@@ -30,6 +30,8 @@ class SFTConfig:
     """give up after this many steps"""
     validation_tasks: int = 128
     """validation episodes per check (seeds disjoint from eval and training)"""
+    check_below_loss: float = 1.0
+    """skip validation while the SFT loss is above this (nothing is solved yet)"""
 
 
 @dataclass
@@ -158,6 +160,9 @@ class TrainConfig:
     """RL steps at most"""
     time_budget_s: float = 0.0
     """stop RL after this many seconds (0: no limit)"""
+    total_budget_s: float = 0.0
+    """wall-clock budget of the whole run, SFT and evaluations included: RL stops early enough for the
+    final evaluation to finish inside it (0: no limit)"""
     checkpoint_every: int = 50
     """RL steps between checkpoints (0: only at the end)"""
     resume: bool = False

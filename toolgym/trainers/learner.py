@@ -148,7 +148,7 @@ class Learner:
             logp, entropy = self._logprobs(self.model, micro, with_entropy=True)
             loss, metrics = self.algorithm.loss(micro, logp, micro_adv, entropy=entropy, counts=counts)
             loss.backward()
-            metrics["losses/entropy"] = float((entropy * micro.mask).sum() / counts.num_tokens)
+            metrics["losses/entropy"] = float((entropy.detach() * micro.mask).sum() / counts.num_tokens)
             metrics.update(_ratio_metrics(logp.detach(), micro, counts))
             for k, v in metrics.items():
                 sums[k] = sums.get(k, 0.0) + v

@@ -12,9 +12,19 @@ from toolgym.trainers.engines.base import GenOutput, GenRequest, SamplingParams
 logger = logging.getLogger(__name__)
 
 
-def _load_weights(model: Any, weights: list[tuple[str, Any]]) -> None:
-    """Runs inside every vLLM worker: copy the learner's tensors into the model."""
-    model.load_weights(weights=iter(weights))
+class WeightSyncExtension:
+    """Mixed into every vLLM worker (`worker_extension_cls`): loads the learner's tensors into its model."""
+
+    def toolgym_load_weights(self, payload: bytes) -> int:
+        """Copy the named tensors in `payload` (a `torch.save`d dict) into the worker's model."""
+        import io
+
+        import torch
+
+        weights = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
+        model = self.model_runner.get_model()  # type: ignore[attr-defined]
+        model.load_weights(weights=iter(weights.items()))
+        return len(weights)
 
 
 class VLLMEngine:
@@ -50,6 +60,7 @@ class VLLMEngine:
             enable_prefix_caching=True,
             logprobs_mode="processed_logprobs",
             skip_tokenizer_init=True,
+            worker_extension_cls=f"{__name__}.WeightSyncExtension",
             **llm_kwargs,
         )
         self.version = 0
@@ -81,8 +92,13 @@ class VLLMEngine:
 
     def update_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
         """Load the learner's weights into every worker's model, then drop stale cached prefixes."""
-        weights = [(name, tensor) for name, tensor in state_dict.items()]
-        self.llm.apply_model(lambda model: _load_weights(model, weights))
+        import io
+
+        import torch
+
+        buffer = io.BytesIO()  # plain bytes cross vLLM's process boundary as they are
+        torch.save({name: t.detach().to("cpu").contiguous() for name, t in state_dict.items()}, buffer)
+        self.llm.collective_rpc("toolgym_load_weights", args=(buffer.getvalue(),))
         self.llm.reset_prefix_cache()
         self.version = version
 

@@ -117,6 +117,7 @@ def save_checkpoint(actors: Actors, run_dir: Path, step: int, before: float) -> 
 def train(cfg: TrainConfig, progress: bool = True, on_line: Callable[[str], None] | None = None) -> TrainResult:
     """Run SFT warm start (tiny model), evaluation, the RL loop and the final evaluation."""
     say = on_line or (lambda line: logger.info("%s", line))
+    clock = _Clock(cfg)
     run_dir = cfg.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
@@ -126,7 +127,7 @@ def train(cfg: TrainConfig, progress: bool = True, on_line: Callable[[str], None
     actors = None
     try:
         actors = launch(cfg, model_path)
-        return _train_loop(cfg, actors, say, progress, sft_steps, sft_s)
+        return _train_loop(cfg, actors, say, progress, sft_steps, sft_s, clock)
     finally:
         shutdown(actors, started)
 
@@ -143,7 +144,13 @@ def _resume(cfg: TrainConfig, actors: Actors, say: Callable[[str], None]) -> tup
 
 
 def _train_loop(
-    cfg: TrainConfig, actors: Actors, say: Callable[[str], None], progress: bool, sft_steps: int, sft_s: float
+    cfg: TrainConfig,
+    actors: Actors,
+    say: Callable[[str], None],
+    progress: bool,
+    sft_steps: int,
+    sft_s: float,
+    clock: _Clock,
 ) -> TrainResult:
     ray = require("ray")
     from tqdm import tqdm
@@ -154,10 +161,11 @@ def _train_loop(
     if before is None:
         before = evaluate(actors, cfg)
         writer.log(start_step, {"eval/success_rate": before})
+    clock.eval_s = time.perf_counter() - t0
     say(f"eval before RL: success_rate {before:.3f}")
     step = start_step
     bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress, desc="RL", unit="step")
-    while step < cfg.steps and not _out_of_time(cfg, t0):
+    while step < cfg.steps and not clock.rl_over(t0):
         episodes, rollout_s = run_rollouts(
             actors,
             train_specs(cfg, step),
@@ -186,5 +194,23 @@ def _train_loop(
     return TrainResult(cfg.run_dir, before, after, step, sft_steps, {"sft": sft_s, "rl": rl_s})
 
 
-def _out_of_time(cfg: TrainConfig, t0: float) -> bool:
-    return cfg.time_budget_s > 0 and time.perf_counter() - t0 > cfg.time_budget_s
+class _Clock:
+    """When RL must stop: its own budget, or early enough for the final evaluation to fit the total budget."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.start = time.perf_counter()
+        self.eval_s = 0.0
+        self.step_s = 0.0
+        self._last: float | None = None
+
+    def rl_over(self, rl_start: float) -> bool:
+        """Called before each RL step."""
+        now = time.perf_counter()
+        if self._last is not None:
+            self.step_s = now - self._last
+        self._last = now
+        if self.cfg.time_budget_s > 0 and now - rl_start > self.cfg.time_budget_s:
+            return True
+        reserve = 1.5 * self.eval_s + self.step_s + 15.0  # final eval, one more step, checkpoint and plot
+        return self.cfg.total_budget_s > 0 and now - self.start + reserve > self.cfg.total_budget_s

@@ -71,6 +71,7 @@ def prepare_tiny_policy(cfg: TrainConfig, out_dir: str | Path) -> PreparedPolicy
             target=sft.target_success,
             check_every=sft.check_every,
             max_steps=sft.max_steps,
+            check_below_loss=sft.check_below_loss,
             seed=cfg.seed,
         )
     save_tiny(model, tokenizer, out)

@@ -69,10 +69,15 @@ def warm_start(
     target: float = 0.3,
     check_every: int = 5,
     max_steps: int = 600,
+    check_below_loss: float = 1.0,
     seed: int = 0,
     data_seed_offset: int = 10_000_000,
 ) -> SFTResult:
-    """SFT on fresh oracle batches until `validate()` (greedy success) reaches `target`."""
+    """SFT on fresh oracle batches until `validate()` (greedy success) reaches `target`.
+
+    Validation is skipped while the training loss is above `check_below_loss` (the model cannot solve
+    anything yet, and greedy decoding of an untrained model writes long, slow episodes).
+    """
     rng = np.random.default_rng(seed)
     result = SFTResult(steps=0)
     for step in range(1, max_steps + 1):
@@ -80,7 +85,7 @@ def warm_start(
         batch = episodes_to_batch(oracle_episodes(env_id, seeds, tokenizer, fmt), tokenizer.pad_token_id)
         metrics = learner.sft_step(batch)
         result.steps = step
-        if step % check_every == 0:
+        if step % check_every == 0 and metrics["sft/loss"] < check_below_loss:
             success = validate()
             result.checks.append((step, success))
             logger.info("sft step %d loss %.3f validation success %.3f", step, metrics["sft/loss"], success)
