@@ -322,3 +322,41 @@ def test_closing_a_session_ends_its_websocket_too(api: httpx.Client, server: Ser
     first, after = asyncio.run(drive())
     assert "observation" in first
     assert after["error"]["code"] == "session_not_found"
+
+
+def test_fuzzed_kwargs_and_options_never_cause_5xx(api: httpx.Client) -> None:
+    """Every hosted env, built and reset with arbitrary values for the kwargs and options it accepts."""
+    for env in api.get("/v1/envs").json()["envs"]:
+        fuzz_env(api, env["id"], [k["name"] for k in env["kwargs"]] or ["none"])
+
+
+def fuzz_env(api: httpx.Client, env_id: str, names: list[str]) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    scalars = st.none() | st.booleans() | st.integers(-3, 10**6) | st.text(max_size=8)
+    values = st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+        max_leaves=6,
+    )
+    options = st.dictionaries(
+        st.sampled_from(["task_id", "tools"]), values | st.sampled_from(["all", "none"]), max_size=2
+    )
+
+    @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(kwargs=st.dictionaries(st.sampled_from(names), values, max_size=2), opts=options)
+    def check(kwargs: dict[str, Any], opts: dict[str, Any]) -> None:
+        created = api.post("/v1/sessions", json={"env_id": env_id, "kwargs": kwargs})
+        assert created.status_code < 500, (env_id, kwargs, created.text)
+        if created.status_code != 201:
+            return
+        session_id = created.json()["session_id"]
+        for response in (
+            api.post(f"/v1/sessions/{session_id}/reset", json={"seed": 1, "options": opts}),
+            api.post(f"/v1/sessions/{session_id}/step", json={"action": "<answer>1</answer>"}),
+        ):
+            assert response.status_code < 500, (env_id, kwargs, opts, response.text)
+        api.delete(f"/v1/sessions/{session_id}")
+
+    check()
