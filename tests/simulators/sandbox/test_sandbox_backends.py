@@ -212,7 +212,8 @@ class _FakeContainer:
         python, *args = self.command
         argv = [host_python()[0], *args]
         self.tmp = tempfile.mkdtemp(prefix="toolgym-fake-container-")
-        env = {"PATH": "/usr/bin:/bin", "TMPDIR": self.tmp}  # the runner's capture files go here
+        # TMPDIR: the runner's capture files go here; GPG_KEY: images bring variables of their own
+        env = {"PATH": "/usr/bin:/bin", "TMPDIR": self.tmp, "GPG_KEY": "from-the-image"}
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=self.tmp, env=env)
         threading.Thread(target=self._pump_in, daemon=True).start()
         threading.Thread(target=self._pump_out, daemon=True).start()
@@ -262,6 +263,7 @@ def test_docker_backend_over_a_fake_engine():
     with sandbox.open_session() as session:
         assert session.run("x = 20").ok
         assert session.run("x * 2 + 2").stdout == "42\n"
+        assert session.run("import os; sorted(os.environ)").stdout == "['PATH', 'TMPDIR']\n"
         assert session.run("import time\ntime.sleep(30)", timeout=0.3).timed_out
         crashed = session.run("import os\nos._exit(1)")
         assert crashed.killed_reason == "crashed"
@@ -277,7 +279,9 @@ def test_docker_container_options_enforce_the_limits():
     assert options["pids_limit"] == 7 and options["mem_limit"] == 303 * 2**20
     assert options["command"][-1] == runner_source() and "no-new-privileges" in options["security_opt"]
     ulimits = {u["Name"]: u["Hard"] for u in options["ulimits"]}
-    assert ulimits["fsize"] == limits.file_size_bytes and ulimits["nproc"] == 7
+    # processes: the container's own pids cgroup (an nproc ulimit would be shared by every
+    # container running as uid 65534)
+    assert ulimits["fsize"] == limits.file_size_bytes and "nproc" not in ulimits
     assert set(options["tmpfs"]) == {"/work", "/tmp"}
 
 

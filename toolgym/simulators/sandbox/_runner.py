@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # annotations stay strings at run time; typing costs start-up
 
 _HEADER = struct.Struct(">I")
 _ONLY_AST = 0x400  # ast.PyCF_ONLY_AST
+_ENVIRONMENT = ("PATH", "HOME", "TMPDIR", "LANG")  # every other variable is removed
 _MAX_REQUEST = 16 * 1024 * 1024
 _RUNNER_PID = os.getpid()
 _ARMED = [False]  # whether a call's limits are armed; late timer signals are ignored otherwise
@@ -242,9 +243,13 @@ def _run_request(request: dict[str, Any], namespace: dict[str, Any], streams: tu
 
 
 def _prepare_interpreter() -> None:
-    """Add the import paths given after ``-c`` and the ``exit``/``quit`` builtins ``-S`` omits."""
+    """Clear the environment (a container image brings its own variables), add the import paths
+    given after ``-c``, and the ``exit``/``quit`` builtins that ``-S`` omits."""
     import site  # under -S this only defines helpers; it touches no paths
 
+    kept = {key: os.environ[key] for key in _ENVIRONMENT if key in os.environ}
+    os.environ.clear()
+    os.environ.update(kept)
     sys.path.extend(sys.argv[1:])
     if not hasattr(builtins, "exit"):
         site.setquit()

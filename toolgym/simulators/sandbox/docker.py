@@ -142,7 +142,6 @@ class DockerSandbox(ChannelSandbox):
                 docker.types.Ulimit(name="cpu", soft=cpu, hard=cpu),
                 docker.types.Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes),
                 docker.types.Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
-                docker.types.Ulimit(name="nproc", soft=limits.max_processes, hard=limits.max_processes),
                 docker.types.Ulimit(name="core", soft=0, hard=0),
             ],
         }
