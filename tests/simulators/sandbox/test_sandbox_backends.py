@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -167,6 +168,19 @@ def test_cgroup_files_are_written(tmp_path):
     assert int((memory_dir / "memory.limit_in_bytes").read_text()) == 103 * 2**20
 
 
+def test_busy_cgroup_is_removed_in_the_background(tmp_path):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "process").write_text("")  # a non-empty directory refuses rmdir, like a busy cgroup
+    Cgroup([busy]).remove()  # returns after a short wait
+    assert busy.exists()
+    (busy / "process").unlink()  # the "process" exits
+    deadline = time.monotonic() + 5
+    while busy.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not busy.exists()
+
+
 def test_cgroup_unavailable_returns_none(tmp_path):
     assert Cgroup.create(SandboxLimits(), root=tmp_path / "missing") is None
 
@@ -183,6 +197,9 @@ def test_bwrap_session_lives_in_its_own_cgroup():
         assert (group / "pids.max").read_text().strip() == "24"
         assert len((group / "cgroup.procs").read_text().split()) >= 2  # bwrap + the interpreter
         assert session.run("1").ok
+    deadline = time.monotonic() + 10
+    while group.exists() and time.monotonic() < deadline:  # removed once its processes are gone
+        time.sleep(0.05)
     assert not group.exists()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 _GROUP = "toolgym-sandbox"
 # Processes bwrap itself keeps inside the sandbox (its monitor and the pid-1 reaper).
 _LAUNCHER_PROCESSES = 4
+_QUICK_WAIT, _LATE_WAIT = 0.1, 30.0  # seconds to wait for a killed sandbox's processes to exit
 
 
 def _v1_files(limits: SandboxLimits) -> dict[str, dict[str, str]]:
@@ -95,18 +97,35 @@ class Cgroup:
             (path / "cgroup.procs").write_text(pid)
 
     def remove(self) -> None:
-        """Delete the group directories once their processes are gone (retries briefly)."""
-        for path in reversed(self.dirs):
-            for _ in range(50):
-                try:
-                    path.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.01)
-            else:
-                logger.warning("could not remove cgroup %s", path)
+        """Delete the group directories once their processes are gone.
+
+        A killed sandbox's processes exit asynchronously: after a short wait here, directories
+        still busy are left to a background thread that keeps trying for a while.
+        """
+        busy = [path for path in reversed(self.dirs) if not _rmdir_within(path, _QUICK_WAIT)]
+        if busy:
+            threading.Thread(target=_remove_later, args=(busy,), name="toolgym-cgroup-cleanup", daemon=True).start()
+
+
+def _rmdir_within(path: Path, seconds: float) -> bool:
+    """Try to remove an (empty) cgroup directory for up to ``seconds``; True once it is gone."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            path.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+
+def _remove_later(paths: list[Path]) -> None:
+    for path in paths:
+        if not _rmdir_within(path, _LATE_WAIT):
+            logger.warning("could not remove cgroup %s", path)
 
 
 def _write_all(path: Path, files: dict[str, str], required: list[str]) -> None:
