@@ -308,6 +308,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--methods", default="", help="comma-separated presets (default: grpo + Tier A + Tier B)")
     parser.add_argument("--world-env", default="toolgym/Calendar-v0", help="env for tool-efficiency methods ('' skips)")
+    parser.add_argument("--env", default=BenchConfig.env_id, help="env every listed method trains on")
     parser.add_argument("--out", default="runs/bench_methods")
     parser.add_argument("--model", default="", help="a warm-started tiny model folder (default: SFT one into --out)")
     parser.add_argument("--sft-steps", type=int, default=200, help="SFT warm-start steps at most")
@@ -320,7 +321,13 @@ def main() -> int:
 
     torch.set_num_threads(1)
     cfg = BenchConfig(
-        steps=args.steps, prompts=args.prompts, group=args.group, eval_tasks=args.eval_tasks, lr=args.lr, seed=args.seed
+        steps=args.steps,
+        prompts=args.prompts,
+        group=args.group,
+        eval_tasks=args.eval_tasks,
+        lr=args.lr,
+        seed=args.seed,
+        env_id=args.env,
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
