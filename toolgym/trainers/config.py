@@ -84,6 +84,8 @@ class RolloutConfig:
     """engine device"""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """extra engine arguments (e.g. vLLM's gpu_memory_utilization)"""
+    off_policy_steps: int = 0
+    """0: synchronous; 1: the next batch is sampled while the learner updates (one policy version behind)"""
     train_seed_offset: int = 100_000_000
     """training tasks come from reset seeds at or above this (disjoint from eval and validation)"""
 
@@ -192,6 +194,8 @@ class TrainConfig:
                 f"rollout.prompts_per_step ({self.rollout.prompts_per_step}) must be divisible by "
                 f"rollout.workers ({self.rollout.workers}): each worker runs whole groups"
             )
+        if self.rollout.off_policy_steps not in (0, 1):
+            raise ValueError("rollout.off_policy_steps must be 0 (synchronous) or 1 (one step overlap)")
         if self.model.format not in ("tiny", "chatml"):
             raise ValueError(f"model.format must be 'tiny' or 'chatml', got {self.model.format!r}")
 

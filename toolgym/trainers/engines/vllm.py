@@ -22,8 +22,8 @@ class WeightSyncExtension:
         import torch
 
         weights = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
-        model = self.model_runner.get_model()  # type: ignore[attr-defined]
-        model.load_weights(weights=iter(weights.items()))
+        # vLLM's in-place reload restores the loaders that kernel-specific weight processing removed
+        self.reload_weights(weights_iterator=iter(weights.items()))  # type: ignore[attr-defined]
         return len(weights)
 
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -52,7 +53,7 @@ def eval_specs(cfg: TrainConfig) -> list[list[EpisodeSpec]]:
     return [specs[w :: cfg.rollout.workers] for w in range(cfg.rollout.workers)]
 
 
-def run_rollouts(
+def launch_rollouts(
     actors: Actors,
     parts: list[list[EpisodeSpec]],
     temperature: float,
@@ -60,25 +61,40 @@ def run_rollouts(
     *,
     greedy: bool = False,
     seed: int | None = None,
-) -> tuple[list[Episode], float]:
-    """Episodes from every worker (one `ray.get` for the batch) and the slowest worker's seconds."""
-    ray = require("ray")
-    refs = [
+) -> list[Any]:
+    """Start every worker on its part; returns the object refs."""
+    return [
         w.rollout.remote(p, temperature, max_new_tokens, greedy=greedy, seed=None if seed is None else seed + i)
         for i, (w, p) in enumerate(zip(actors.workers, parts, strict=True))
     ]
-    results = ray.get(refs)
+
+
+def gather_rollouts(refs: list[Any]) -> tuple[list[Episode], float]:
+    """Episodes from every worker (one `ray.get` for the batch) and the slowest worker's seconds."""
+    results = require("ray").get(refs)
     return [ep for episodes, _ in results for ep in episodes], max(s for _, s in results)
 
 
-def sync_weights(actors: Actors) -> float:
-    """Learner → workers: the weights go through the object store once; returns seconds."""
+def run_rollouts(
+    actors: Actors, parts: list[list[EpisodeSpec]], temperature: float, max_new_tokens: int, **kwargs: Any
+) -> tuple[list[Episode], float]:
+    """Roll out and wait."""
+    return gather_rollouts(launch_rollouts(actors, parts, temperature, max_new_tokens, **kwargs))
+
+
+def sync_weights(actors: Actors, wait: bool = True) -> list[Any]:
+    """Learner → workers: the weights go through the object store once.
+
+    Each worker applies them after the call it is busy with (actor calls run in order), so with
+    `wait=False` a rollout already running finishes on the old weights (one step off-policy).
+    """
     ray = require("ray")
-    start = time.perf_counter()
     weights = actors.learner.state_dict.remote()
     version = ray.get(actors.learner.get_version.remote())
-    ray.get([w.update_weights.remote(weights, version) for w in actors.workers])
-    return time.perf_counter() - start
+    refs = [w.update_weights.remote(weights, version) for w in actors.workers]
+    if wait:
+        ray.get(refs)
+    return refs
 
 
 def evaluate(actors: Actors, cfg: TrainConfig) -> float:
@@ -165,25 +181,28 @@ def _train_loop(
     say(f"eval before RL: success_rate {before:.3f}")
     step = start_step
     bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress, desc="RL", unit="step")
+    pending = None
     while step < cfg.steps and not clock.rl_over(t0):
-        episodes, rollout_s = run_rollouts(
-            actors,
-            train_specs(cfg, step),
-            cfg.rollout.temperature,
-            cfg.rollout.max_new_tokens,
-            seed=cfg.seed * 1_000_003 + step * 97,
-        )
+        pending = pending or _launch_train(cfg, actors, step)
+        episodes, rollout_s = gather_rollouts(pending)
+        learner_ref = actors.learner.step.remote(episodes)
+        overlap = cfg.rollout.off_policy_steps > 0 and step + 1 < cfg.steps
+        pending = _launch_train(cfg, actors, step + 1) if overlap else None  # runs while the learner updates
         metrics = rollout_metrics(episodes, rollout_s)
-        metrics.update(ray.get(actors.learner.step.remote(episodes)))
-        metrics["perf/rollout_s"], metrics["perf/sync_s"] = rollout_s, sync_weights(actors)
+        metrics["rollout/policy_version_min"] = float(min(ep.policy_version for ep in episodes))
+        metrics.update(ray.get(learner_ref))
+        sync_start = time.perf_counter()
+        sync_weights(actors, wait=pending is None)
+        metrics["perf/rollout_s"], metrics["perf/sync_s"] = rollout_s, time.perf_counter() - sync_start
         step += 1
-        if cfg.eval.every and step % cfg.eval.every == 0:
+        if cfg.eval.every and step % cfg.eval.every == 0:  # queued after the weight update on every worker
             metrics["eval/success_rate"] = evaluate(actors, cfg)
         writer.log(step, metrics)
         bar.update(1)
         bar.set_postfix(reward=f"{metrics['rollout/reward_mean']:.2f}")
         if cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
             save_checkpoint(actors, cfg.run_dir, step, before)
+    _finish(pending)
     bar.close()
     rl_s = time.perf_counter() - t0
     after = evaluate(actors, cfg)
@@ -192,6 +211,22 @@ def _train_loop(
     save_checkpoint(actors, cfg.run_dir, step, before)
     plot_reward_curve(cfg.run_dir / "metrics.jsonl", cfg.run_dir / "reward_curve.png")
     return TrainResult(cfg.run_dir, before, after, step, sft_steps, {"sft": sft_s, "rl": rl_s})
+
+
+def _launch_train(cfg: TrainConfig, actors: Actors, step: int) -> list[Any]:
+    return launch_rollouts(
+        actors,
+        train_specs(cfg, step),
+        cfg.rollout.temperature,
+        cfg.rollout.max_new_tokens,
+        seed=cfg.seed * 1_000_003 + step * 97,
+    )
+
+
+def _finish(pending: list[Any] | None) -> None:
+    """Wait for (and drop) a rollout started ahead when RL stops early."""
+    if pending:
+        gather_rollouts(pending)
 
 
 class _Clock:
