@@ -74,7 +74,7 @@ class TaskMaker:
     def make(self, index: int) -> Task:
         """The task with id `sim-<index>`."""
         rng = random.Random(derive_seed("task", index))
-        world = Simulator(self.sim.catalog, "offline", cache="off", seed=index)
+        world = Simulator(self.sim.catalog, "offline", cache="off", seed=index, simulate_all=True)
         seed_world(world, rng)
         planners = [self._create, self._update, self._delete, self._lookup, self._count]
         for _ in range(50):
@@ -279,7 +279,9 @@ class SimulatedAPIEnv(ToolEnv):
         **kwargs: Any,
     ) -> None:
         super().__init__(max_turns=max_turns, **kwargs)
-        self.simulator = Simulator(catalog, backend, cache, max_retries=max_retries)
+        # every tool is simulated, also those with a real implementation (an MCP server, a Python
+        # function): goals are checked on the simulator's state store, which real tools do not write
+        self.simulator = Simulator(catalog, backend, cache, max_retries=max_retries, simulate_all=True)
         self.task_maker = TaskMaker(self.simulator)
         self._provenance = ProvenanceHook(self.simulator)
         self.hooks.insert(0, self._provenance)

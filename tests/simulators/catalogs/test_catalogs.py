@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import jsonschema
 import mcp.types
 import pytest
 
+import toolgym  # noqa: F401
 from toolgym.schemas import ErrorKind, ToolAnnotations, ToolSpec
 from toolgym.simulators import Catalog, load_catalog
 from toolgym.simulators.catalogs import (
@@ -188,3 +190,9 @@ def test_mcp_over_streamable_http_and_export_parity(mcp_http_source: str) -> Non
         simulated = audit_sim.call("create_note", {"title": "t"})
         assert simulated.ok and audit_sim.last_report["valid"] is True
         assert catalog.implementations["create_note"]({"title": "t"}).content["title"] == simulated.content["title"]
+        env = gym.make("toolgym/SimulatedAPI-v0", catalog=catalog)  # tasks over the server's tools, simulated
+        for index in range(6):
+            env.reset(options={"task_id": f"sim-{index}"})
+            for action in env.unwrapped.task.gold_actions:
+                _, reward, terminated, _, info = env.step(action)
+            assert terminated and reward == 1.0, env.unwrapped.task.instruction

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 Reply = tuple[int, str]  # (HTTP status, assistant content or raw body for errors)
+RAW = "RAW:"  # a 200 reply starting with this is sent as the raw body (a broken completion)
 
 BOOK = {
     "type": "object",
@@ -105,7 +106,8 @@ class FakeOpenAI:
                 fake.requests.append(body)
                 fake.headers.append(dict(self.headers))
                 status, content = fake.script.pop(0) if fake.script else fake.responder(body)
-                payload = _completion(body, content) if status == 200 else content
+                raw = status != 200 or content.startswith(RAW)
+                payload = content.removeprefix(RAW) if raw else _completion(body, content)
                 data = payload.encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -21,6 +21,7 @@ from toolgym.simulators.simulated import (
     cache_key,
     generate_text,
 )
+from toolgym.simulators.simulated.text import _backend as text_backend
 
 REPO = Path(__file__).resolve().parents[3]
 PY_TOOLS = REPO / "tests/simulators/catalogs/data/python_tools.py"
@@ -123,7 +124,8 @@ def test_generate_text_with_every_backend_and_the_cache(
     with pytest.raises(ReplayMiss):
         generate_text(fake_openai.backend(), messages, 4, cache=replay)
     model = {"kind": "transformers", "path": str(braces_lm), "max_new_tokens": 4}
-    assert generate_text(model, messages, 0) == "{}"
+    assert generate_text(model, messages, 0) == "{}" == generate_text(model, messages, 1)
+    assert text_backend(model) is text_backend(dict(model))  # the model is loaded once per process
 
 
 def test_audit_counts_validity_fallbacks_and_real_agreement(fake_openai: FakeOpenAI) -> None:

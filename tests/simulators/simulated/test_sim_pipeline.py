@@ -133,6 +133,19 @@ def test_http_errors_are_counted_and_fall_back(fake_openai: FakeOpenAI) -> None:
     assert result.ok and sim.counts["backend_errors"] == 2 and sim.counts["fallbacks"] == 1
     with pytest.raises(BackendError, match="HTTP 503"):
         OpenAIBackend(fake_openai.base_url, "m").chat([{"role": "user", "content": "hi"}], seed=1)
+    with pytest.raises(BackendError, match="failed"):  # nothing listens there
+        OpenAIBackend("http://127.0.0.1:9/v1", "m", timeout=2).chat([{"role": "user", "content": "hi"}], seed=1)
+
+
+def test_broken_completions_are_backend_errors_then_retried(fake_openai: FakeOpenAI) -> None:
+    sim = Simulator(CRUD_CATALOG, fake_openai.backend(), max_retries=2)
+    sim.call("add_book", {"title": "Dune", "author": "Herbert"})  # answered by the liar (valid)
+    fake_openai.script = [(200, "RAW:{not json"), (200, 'RAW:{"choices": []}'), (200, '{"removed": true}')]
+    result = sim.call("remove_book", {"book_id": "book_1"})
+    assert result.ok and result.content == {"removed": True}
+    assert sim.last_report["source"] == "backend" and sim.last_report["attempts"] == 3
+    assert sim.counts["backend_errors"] == 2 and sim.counts["fallbacks"] == 0
+    assert any("malformed chat-completions response" in p for p in sim.last_report["problems"])
 
 
 def test_openai_backend_from_environment(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
