@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -140,6 +141,11 @@ def test_cache_hits_and_misses_in_info_and_byte_identical_replay(tmp_path: Path,
     assert sum(i["simulator"]["cache_hits"] for i in infos) == sum(len(i["tool_calls"]) for i in infos) - sum(
         c["simulator"]["cache"] == "none" for i in infos for c in i["tool_calls"]
     )
+    for env in (recorder, replayer):  # close releases the HTTP pool and the SQLite file
+        env.close()
+        assert env.unwrapped.simulator.backend._client.is_closed
+        with pytest.raises(sqlite3.ProgrammingError):
+            len(env.unwrapped.simulator.cache)
     off = gym.make(ENV_ID, cache="off")
     off.reset(options={"task_id": "sim-3"})
     info = off.step('<tool_call>{"name": "list_contacts", "arguments": {}}</tool_call>')[4]

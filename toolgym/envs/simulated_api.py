@@ -286,6 +286,11 @@ class SimulatedAPIEnv(ToolEnv):
         self._provenance = ProvenanceHook(self.simulator)
         self.hooks.insert(0, self._provenance)
 
+    def close(self) -> None:
+        """Release the simulator's backend connections, cache file and any MCP connection it opened."""
+        self.simulator.close()
+        super().close()
+
     def _make_task(self, rng: np.random.Generator, task_id: str | None) -> Task:
         if task_id is None:
             index = int(rng.integers(2**31))

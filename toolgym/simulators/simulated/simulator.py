@@ -81,6 +81,12 @@ class Simulator:
         max_retries: int = 2,
         simulate_all: bool = False,
     ) -> None:
+        # what is built here from a spec is closed here; objects passed in belong to the caller
+        self._owned = (
+            not isinstance(catalog, Catalog),
+            not isinstance(backend, Backend),
+            not isinstance(cache, SimCache),
+        )
         self.catalog: Catalog = load_catalog(catalog)
         self.backend: Backend = make_backend(backend)
         self.cache = SimCache.from_config(cache)
@@ -115,6 +121,17 @@ class Simulator:
     def tools(self) -> list[Tool]:
         """One `Tool` per catalog entry, answering through this simulator."""
         return [SimulatedTool(self, spec) for spec in self.catalog.specs]
+
+    def close(self) -> None:
+        """Release what this simulator built: the backend's connections, the cache, an MCP connection."""
+        owns_catalog, owns_backend, owns_cache = self._owned
+        close = getattr(self.backend, "close", None)
+        if owns_backend and callable(close):
+            close()
+        if owns_cache:
+            self.cache.close()
+        if owns_catalog:
+            self.catalog.close()
 
     def get_state(self) -> JsonDict:
         """The store and counters, JSON-serializable."""
