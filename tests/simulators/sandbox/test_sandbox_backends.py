@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import socket
 import struct
@@ -18,10 +19,11 @@ import pytest
 from toolgym.simulators.sandbox import (
     SandboxLimits,
     SandboxUnavailable,
+    _proc,
     available_backends,
     get_backend,
 )
-from toolgym.simulators.sandbox._proc import UID_RANGE, host_python, runner_source
+from toolgym.simulators.sandbox._proc import UID_RANGE, host_python, rlimits_for, runner_source, tasks_of_uid
 from toolgym.simulators.sandbox.bwrap import BwrapSandbox
 from toolgym.simulators.sandbox.cgroup import CGROUP_ROOT, Cgroup
 from toolgym.simulators.sandbox.docker import DockerSandbox, StreamDemuxer
@@ -155,6 +157,16 @@ def test_subprocess_fallback_drops_to_its_own_uid_so_the_process_limit_binds():
         pid = int(first.run("import os; os.getpid()").stdout)
         probe = second.run(f"import os\ntry:\n    os.kill({pid}, 0)\nexcept OSError as e:\n    print(type(e).__name__)")
         assert probe.stdout == "PermissionError\n"  # one fallback sandbox cannot signal another
+
+
+def test_process_limit_on_a_shared_uid_leaves_room_for_the_sandbox(monkeypatch):
+    # As a non-root user the code runs under the caller's own uid: RLIMIT_NPROC counts the
+    # caller's tasks too, so the sandbox's budget is added to them.
+    assert tasks_of_uid(os.getuid()) >= threading.active_count()
+    limits = SandboxLimits(max_processes=8)
+    assert rlimits_for(limits)[resource.RLIMIT_NPROC] == (8, 8)
+    monkeypatch.setattr(_proc, "tasks_of_uid", lambda uid: 100)
+    assert rlimits_for(limits, shared_uid=True)[resource.RLIMIT_NPROC] == (108, 108)
 
 
 def test_cgroup_files_are_written(tmp_path):

@@ -50,17 +50,39 @@ def host_python() -> tuple[str, list[str]]:
     return executable, [p for p in prefixes if p != "/usr" and not p.startswith("/usr/")]
 
 
-def rlimits_for(limits: SandboxLimits) -> dict[int, tuple[int, int]]:
-    """Map the sandbox limits onto POSIX rlimits (soft, hard)."""
+def rlimits_for(limits: SandboxLimits, *, shared_uid: bool = False) -> dict[int, tuple[int, int]]:
+    """Map the sandbox limits onto POSIX rlimits (soft, hard).
+
+    RLIMIT_NPROC counts every task of the sandbox's real uid. With ``shared_uid`` (the code runs
+    as the caller's own non-root uid) the caller's current tasks are added, so the sandbox may
+    start ``max_processes`` more rather than none at all.
+    """
     cpu = math.ceil(limits.session_cpu_time)
+    nproc = limits.max_processes + (tasks_of_uid(os.getuid()) if shared_uid else 0)
     return {
         resource.RLIMIT_AS: (limits.memory_bytes, limits.memory_bytes),
         resource.RLIMIT_CPU: (cpu, cpu),
-        resource.RLIMIT_NPROC: (limits.max_processes, limits.max_processes),
+        resource.RLIMIT_NPROC: (nproc, nproc),
         resource.RLIMIT_FSIZE: (limits.file_size_bytes, limits.file_size_bytes),
         resource.RLIMIT_NOFILE: (limits.open_files, limits.open_files),
         resource.RLIMIT_CORE: (0, 0),
     }
+
+
+def tasks_of_uid(uid: int) -> int:
+    """Processes and threads whose real uid is ``uid`` (what RLIMIT_NPROC counts)."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(entry.path, "status").read_text()
+        except OSError:
+            continue  # the process exited meanwhile
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if int(fields["Uid"].split()[0]) == uid:
+            count += int(fields["Threads"])
+    return count
 
 
 def make_preexec(rlimits: dict[int, tuple[int, int]], before: Sequence[Callable[[], None]] = ()) -> Callable[[], None]:

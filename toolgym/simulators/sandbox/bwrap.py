@@ -98,8 +98,8 @@ class BwrapSandbox(ChannelSandbox):
 
     Each sandbox gets fresh IPC, PID, network, UTS and cgroup namespaces (so no network at all,
     loopback included), a read-only view of /usr and the interpreter's prefix only (no /etc
-    secrets, no /home, no project files), tmpfs at ``/work`` (the private working directory) and
-    ``/tmp`` sized by ``limits.disk_bytes``, a cleared environment, and rlimits. When the host
+    secrets, no /home, no project files), tmpfs at ``/work`` (the private working directory),
+    ``/tmp`` and ``/dev/shm`` sized by ``limits.disk_bytes``, a cleared environment, and rlimits. When the host
     runs as root, the code runs as a random unprivileged uid without capabilities, so
     RLIMIT_NPROC binds and sandboxes cannot touch each other's processes; a cgroup caps the
     sandbox's total memory and processes where the cgroup filesystem is writable; a seccomp
@@ -172,7 +172,7 @@ class BwrapSandbox(ChannelSandbox):
             return PipeChannel(
                 argv,
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                preexec=make_preexec(rlimits_for(self.limits), hooks),
+                preexec=make_preexec(rlimits_for(self.limits, shared_uid=os.geteuid() != 0), hooks),
                 on_kill=cgroup.remove if cgroup is not None else None,
                 pass_fds=() if seccomp_fd is None else (seccomp_fd,),
             )

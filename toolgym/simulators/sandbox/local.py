@@ -85,7 +85,7 @@ class SubprocessSandbox(ChannelSandbox):
                 runner_argv(self.python, self.python_paths),
                 env=env,
                 cwd=workdir,
-                preexec=make_preexec(rlimits_for(self.limits), hooks),
+                preexec=make_preexec(rlimits_for(self.limits, shared_uid=uid is None and os.geteuid() != 0), hooks),
                 on_kill=lambda: shutil.rmtree(root, ignore_errors=True),
             )
         except OSError:
