@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Column, Text, event, insert, select, update
+from sqlalchemy import Column, Text, event, insert, inspect, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Field, SQLModel, create_engine
 
@@ -157,6 +157,10 @@ class Store:
     def create_tables(self) -> None:
         """Create the tables that do not exist yet."""
         SQLModel.metadata.create_all(self.engine, tables=[SESSIONS, EPISODES, STEPS])
+
+    def has_tables(self) -> bool:
+        """Whether the database holds toolgym's tables."""
+        return bool(inspect(self.engine).has_table(SESSIONS.name))
 
     def dispose(self) -> None:
         """Close the writer and every pooled connection."""

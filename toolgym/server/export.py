@@ -49,6 +49,9 @@ def run(args: argparse.Namespace) -> int:
     """Export the selected sessions' episodes."""
     store = Store(args.database_url)
     try:
+        if not store.has_tables():
+            sys.stderr.write(f"toolgym export: {args.database_url} holds no toolgym sessions (no tables)\n")
+            return 1
         ids = args.session or store.session_ids(env_id=args.env_id, status=args.status)
         records = list(episodes(store, ids))
     finally:

@@ -28,7 +28,7 @@ class Settings:
     max_action_chars: int = 256 * 1024
     max_request_bytes: int = 1024 * 1024
     max_batch: int = 1024
-    worker_threads: int = 32
+    worker_threads: int = 8
     env_modules: tuple[str, ...] = ()
 
     @classmethod
