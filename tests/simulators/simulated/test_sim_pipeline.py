@@ -42,6 +42,23 @@ def test_names_and_annotations_decide_effects() -> None:
         "remove_book": ("delete", "book", "book_id"),
         "list_books": ("list", "book", "book_id"),
     }
+    lead = {"type": "object", "properties": {"lead_id": {"type": "string"}, "name": {"type": "string"}}}
+    named = [
+        {"name": "crm_create_lead", "parameters": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        {"name": "leadGet", "parameters": {"type": "object", "properties": {"lead_id": {"type": "string"}}}},
+        {"name": "crmListLeads", "parameters": {"type": "object", "properties": {}}},
+        {"name": "lead_delete", "parameters": {"type": "object", "properties": {"lead_id": {"type": "string"}}}},
+        {"name": "get_lead_by_name", "parameters": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        {"name": "weather_now", "parameters": {"type": "object", "properties": {}}, "output_schema": lead},
+    ]
+    assert {n: (p.effect, p.entity) for n, p in infer_plans(load_catalog(named).specs).items()} == {
+        "crm_create_lead": ("create", "lead"),
+        "leadGet": ("get", "lead"),
+        "crmListLeads": ("list", "lead"),
+        "lead_delete": ("delete", "lead"),
+        "get_lead_by_name": ("none", None),  # a get without the id cannot be kept consistent
+        "weather_now": ("none", None),
+    }
     default = infer_plans(load_catalog().specs)
     assert default["book_flight"].entity == "booking"  # from annotations.writes, not the name
     assert default["close_account"].effect == "delete"

@@ -58,11 +58,15 @@ def _declared_effect(spec: ToolSpec) -> Effect | None:
 
 
 def _verb_and_rest(spec: ToolSpec) -> tuple[Effect | None, list[str]]:
+    """The effect named by the first verb of the name (`create_contact`, `crm_add_lead`,
+    `contact_delete`) and the tokens naming the entity (after the verb, else before it)."""
     tokens = _tokens(spec.name)
     declared = _declared_effect(spec)
-    if tokens and tokens[0] in _VERB_OF:
-        return declared or _VERB_OF[tokens[0]], tokens[1:]  # type: ignore[return-value]
-    return declared, tokens
+    at = next((i for i, token in enumerate(tokens) if token in _VERB_OF), None)
+    if at is None:
+        return declared, tokens
+    rest = tokens[at + 1 :] or tokens[:at]
+    return declared or _VERB_OF[tokens[at]], rest  # type: ignore[return-value]
 
 
 def _declared_entity(spec: ToolSpec) -> str | None:
