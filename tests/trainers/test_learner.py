@@ -74,3 +74,23 @@ def test_checkpoint_roundtrip(fresh, tmp_path):
     for key, value in learner.model.state_dict().items():
         assert torch.equal(value, restored.model.state_dict()[key])
     assert restored.optimizer.state_dict()["state"].keys() == learner.optimizer.state_dict()["state"].keys()
+
+
+def test_length_sorted_micro_batches_give_the_same_update(fresh):
+    from toolgym.trainers.learner import micro_batches
+
+    model, tokenizer = fresh
+    lengths = torch.tensor([5, 50, 7, 48, 6])
+    groups = micro_batches(lengths, max_rows=8, max_tokens=100)
+    assert sorted(int(i) for g in groups for i in g) == [0, 1, 2, 3, 4]
+    assert all(len(g) * int(lengths[g].max()) <= 100 or len(g) == 1 for g in groups)
+    batch = _rl_batch(tokenizer, [1.0, 0.0, 0.0, 1.0])
+    updated = []
+    for tokens in (10_000, 1):  # one micro-batch vs one row per micro-batch (trimmed to its own length)
+        learner = Learner(
+            copy.deepcopy(model), build_algorithm("grpo", GRPO), LearnerConfig(lr=1e-3, micro_batch_tokens=tokens)
+        )
+        learner.rl_step(batch)
+        updated.append(learner.model.state_dict())
+    for key, value in updated[0].items():
+        assert torch.allclose(value, updated[1][key], atol=1e-6), key

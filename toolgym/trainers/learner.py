@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass
@@ -30,7 +31,9 @@ class LearnerConfig:
     temperature: float = 1.0
     """log-probs are computed at the sampling temperature, like the behaviour log-probs"""
     micro_batch_size: int = 64
-    """sequences per forward/backward (gradient accumulation over a step)"""
+    """sequences at most per forward/backward (gradient accumulation over a step)"""
+    micro_batch_tokens: int = 8192
+    """padded tokens at most per forward/backward: rows are sorted by length, so padding stays small"""
     drop_zero_advantage: bool = True
     """drop sequences whose advantages are all zero (groups with one reward) before the update"""
     recompute_old_logprobs: bool = False
@@ -139,14 +142,15 @@ class Learner:
     def _update(self, batch: RolloutBatch, adv: Any) -> dict[str, float]:
         """Gradient accumulation over micro-batches with global counts, then one optimizer step."""
         counts = GlobalCounts.from_mask(batch.mask, max_len=batch.seq_len)
-        size = self.config.micro_batch_size
+        algo_counts = self.algorithm.global_counts(batch, adv, max_len=batch.seq_len)
         sums: dict[str, float] = {}
         self.optimizer.zero_grad(set_to_none=True)
-        for start in range(0, batch.batch_size, size):
-            rows = torch.arange(start, min(start + size, batch.batch_size))
-            micro, micro_adv = batch.select(rows), _select_adv(adv, rows)
+        for rows in micro_batches(
+            batch.attention_mask.sum(dim=1), self.config.micro_batch_size, self.config.micro_batch_tokens
+        ):
+            micro, micro_adv = _trim(batch.select(rows), _select_adv(adv, rows))
             logp, entropy = self._logprobs(self.model, micro, with_entropy=True)
-            loss, metrics = self.algorithm.loss(micro, logp, micro_adv, entropy=entropy, counts=counts)
+            loss, metrics = self.algorithm.loss(micro, logp, micro_adv, entropy=entropy, counts=algo_counts)
             loss.backward()
             metrics["losses/entropy"] = float((entropy.detach() * micro.mask).sum() / counts.num_tokens)
             metrics.update(_ratio_metrics(logp.detach(), micro, counts))
@@ -200,13 +204,51 @@ class Learner:
         return dict(state.get("extra", {}))
 
 
-def _select_adv(adv: Any, rows: torch.Tensor) -> Any:
-    return copy.copy(adv).__class__(
-        advantages=adv.advantages[rows],
-        returns=None if adv.returns is None else adv.returns[rows],
-        token_weights=None if adv.token_weights is None else adv.token_weights[rows],
-        aux={k: (v[rows] if isinstance(v, torch.Tensor) else v) for k, v in adv.aux.items()},
+def micro_batches(lengths: torch.Tensor, max_rows: int, max_tokens: int) -> list[torch.Tensor]:
+    """Row indices grouped into micro-batches of similar length: rows × longest ≤ max_tokens (and ≤ max_rows)."""
+    order = torch.argsort(lengths, descending=True).tolist()
+    groups: list[list[int]] = []
+    for row in order:
+        longest = int(lengths[groups[-1][0]]) if groups else 0
+        if groups and len(groups[-1]) < max_rows and (len(groups[-1]) + 1) * longest <= max_tokens:
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return [torch.tensor(sorted(g)) for g in groups]
+
+
+def _trim(batch: RolloutBatch, adv: Any) -> tuple[RolloutBatch, Any]:
+    """Cut the right padding shared by every row of a micro-batch."""
+    width = int(batch.attention_mask.sum(dim=1).max())
+    if width == batch.seq_len:
+        return batch, adv
+    t = batch.seq_len
+    changes = {
+        f.name: getattr(batch, f.name)[:, :width]
+        for f in dataclasses.fields(batch)
+        if isinstance(getattr(batch, f.name), torch.Tensor)
+        and getattr(batch, f.name).dim() >= 2
+        and getattr(batch, f.name).shape[1] == t
+    }
+    adv = dataclasses.replace(
+        adv,
+        **{
+            f.name: _cut(getattr(adv, f.name), t, width)
+            for f in dataclasses.fields(adv)
+            if isinstance(getattr(adv, f.name), torch.Tensor)
+        },
     )
+    adv.aux = {k: _cut(v, t, width) for k, v in adv.aux.items()}
+    return batch.replace(**changes), adv
+
+
+def _cut(x: Any, t: int, width: int) -> Any:
+    """x[:, :width] for [B, T, …] tensors, else x."""
+    return x[:, :width] if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[1] == t else x
+
+
+def _select_adv(adv: Any, rows: torch.Tensor) -> Any:
+    return adv.select(rows)
 
 
 def _ratio_metrics(logp: torch.Tensor, batch: RolloutBatch, counts: GlobalCounts) -> dict[str, float]:

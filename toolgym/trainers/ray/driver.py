@@ -140,12 +140,25 @@ def train(cfg: TrainConfig, progress: bool = True, on_line: Callable[[str], None
     model_path, sft_steps, sft_s = prepare_policy(cfg)
     say(f"policy: {model_path} (SFT steps {sft_steps}, {sft_s:.0f}s)")
     started = init_ray(cfg.ray, cfg.threads)
+    _stop_on_sigterm()
     actors = None
     try:
         actors = launch(cfg, model_path)
         return _train_loop(cfg, actors, say, progress, sft_steps, sft_s, clock)
     finally:
         shutdown(actors, started)
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends the run through `finally` (actors and a local Ray are shut down, not orphaned)."""
+    import signal
+    import threading
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
 
 
 def _resume(cfg: TrainConfig, actors: Actors, say: Callable[[str], None]) -> tuple[int, float | None]:

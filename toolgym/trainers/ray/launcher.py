@@ -11,12 +11,14 @@ from toolgym.trainers.config import RayConfig, TrainConfig
 from toolgym.trainers.ray.workers import LearnerWorker, RolloutWorker
 
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+# Ray starts workers at niceness 15 by default: on a shared CPU that starves the actors doing the work.
+LOCAL_RAY_ENV = {"RAY_worker_niceness": "0"}
 
 
 def init_ray(cfg: RayConfig, threads: int = 1) -> bool:
     """Join `cfg.address`, or start a local Ray bound to loopback. Returns whether we started it."""
     ray = require("ray")
-    for key, value in RAY_ENV.items():
+    for key, value in {**RAY_ENV, **LOCAL_RAY_ENV}.items():
         os.environ.setdefault(key, value)
     if ray.is_initialized():
         return False
