@@ -85,6 +85,22 @@ def test_toolbench_file_keeps_template_response_as_weak_schema() -> None:
     assert load_catalog(query).names == catalog.names
 
 
+def test_directory_of_tool_files(tmp_path: Path) -> None:
+    (tmp_path / "Weather").mkdir()
+    (tmp_path / "Weather" / "open_weather_map.json").write_text((DATA / "toolbench_tool.json").read_text())
+    (tmp_path / "finance.json").write_text((DATA / "openai_tools.json").read_text())
+    catalog = load_catalog(tmp_path)
+    assert catalog.names == [
+        "current_weather_data_for_open_weather_map",
+        "add_alert_for_open_weather_map",
+        "get_stock_price",
+        "convert_units",
+    ]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no .json files"):
+        load_catalog(tmp_path / "empty")
+
+
 def _toolbench_apis() -> list[dict[str, Any]]:
     return list(json.loads((DATA / "toolbench_tool.json").read_text())["api_list"])
 

@@ -26,7 +26,8 @@ def load_catalog(source: CatalogSource = None, *, mcp_calls: bool = True) -> Cat
     """Load canonical tool specs from `source`.
 
     Accepted: None or "default" (the embedded catalog); a path to a JSON file of OpenAI function
-    definitions, ToolBench/RapidAPI tool or query JSON, MCP tool objects or toolgym specs; a Python
+    definitions, ToolBench/RapidAPI tool or query JSON, MCP tool objects or toolgym specs (or a
+    directory of such files, e.g. ToolBench's one file per tool); a Python
     module (dotted name or `.py` path) of `@tool` functions; `"mcp+stdio:<command line>"` and
     `"mcp+http://host:port/path"`; a `Catalog`, or a list/dict of any of the JSON forms in memory.
     MCP tools get real implementations (`tools/call` over one connection that stays open until
@@ -42,6 +43,8 @@ def load_catalog(source: CatalogSource = None, *, mcp_calls: bool = True) -> Cat
     if is_mcp_source(text):
         return _from_mcp(text, mcp_calls)
     path = Path(text)
+    if path.is_dir():
+        return _from_directory(path)
     if path.suffix == ".json":
         if not path.is_file():
             raise FileNotFoundError(f"catalog file not found: {path}")
@@ -67,6 +70,15 @@ def _from_mcp(source: str, calls: bool) -> Catalog:
         return Catalog(specs, source=source)
     implementations: dict[str, Implementation] = {s.name: McpCaller(session, s.name) for s in specs}
     return Catalog(specs, implementations, source=source, closers=[session.close])
+
+
+def _from_directory(path: Path) -> Catalog:
+    """Every `.json` file under a directory (ToolBench ships one file per tool), in path order."""
+    files = sorted(path.rglob("*.json"))
+    if not files:
+        raise ValueError(f"catalog directory {path} holds no .json files")
+    specs = [spec for file in files for spec in _from_document(json.loads(file.read_text("utf-8")), str(file))]
+    return Catalog(_dedupe(specs), source=str(path))
 
 
 def _default_catalog() -> Catalog:

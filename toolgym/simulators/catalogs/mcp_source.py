@@ -88,9 +88,16 @@ class McpSession:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(self.timeout)
 
     def list_tools(self) -> list[JsonDict]:
-        """The server's `tools/list` answer as wire-form dicts (camelCase keys)."""
-        result = self._run(self._client.list_tools())
-        return [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in result.tools]
+        """The server's `tools/list` answer, every page, as wire-form dicts (camelCase keys)."""
+        tools: list[JsonDict] = []
+        cursor: str | None = None
+        for _ in range(1000):  # a server that never stops paging is cut off
+            result = self._run(self._client.list_tools(cursor=cursor))
+            tools.extend(tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in result.tools)
+            cursor = result.next_cursor
+            if not cursor:
+                break
+        return tools
 
     def call_tool(self, name: str, arguments: JsonDict) -> Any:
         """The server's raw `tools/call` result."""
