@@ -22,7 +22,7 @@ from toolgym.simulators.catalogs import (
     spec_to_mcp,
     spec_to_openai,
 )
-from toolgym.simulators.simulated import Simulator
+from toolgym.simulators.simulated import Simulator, audit_catalog
 
 DATA = Path(__file__).with_name("data")
 DEMO_TOOLS = {"add_numbers", "create_note", "get_note", "greet"}
@@ -206,6 +206,10 @@ def test_mcp_over_streamable_http_and_export_parity(mcp_http_source: str) -> Non
         simulated = audit_sim.call("create_note", {"title": "t"})
         assert simulated.ok and audit_sim.last_report["valid"] is True
         assert catalog.implementations["create_note"]({"title": "t"}).content["title"] == simulated.content["title"]
+        audit = {r.name: r for r in audit_catalog(catalog, samples=3)}  # simulated vs the real server
+        for name in ("add_numbers", "greet"):
+            assert audit[name].compared == 3 and audit[name].shape_agreement == 1.0, audit[name]
+            assert audit[name].validity == 1.0 and audit[name].final_invalid == 0
         env = gym.make("toolgym/SimulatedAPI-v0", catalog=catalog)  # tasks over the server's tools, simulated
         for index in range(6):
             env.reset(options={"task_id": f"sim-{index}"})
