@@ -60,10 +60,13 @@ class McpSession:
         self._client: Any = None
         self._stop = asyncio.Event()  # binds to the session's loop on first use
         self._opened: Future[None] = Future()
+        self._finished = threading.Event()  # set when the connection has fully unwound
         self._thread = threading.Thread(target=self._loop.run_forever, name="toolgym-mcp", daemon=True)
         self._thread.start()
         self._main = asyncio.run_coroutine_threadsafe(self._hold(), self._loop)
-        self._finalizer = weakref.finalize(self, _shutdown, self._loop, self._stop, self._main, self._thread)
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._loop, self._stop, self._main, self._finished, self._thread
+        )
         try:
             self._opened.result(timeout)
         except BaseException:
@@ -80,6 +83,8 @@ class McpSession:
             if not self._opened.done():
                 self._opened.set_exception(error)
             raise
+        finally:
+            self._finished.set()
 
     def _run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         if not self._finalizer.alive:
@@ -109,13 +114,20 @@ class McpSession:
 
 
 def _shutdown(
-    loop: asyncio.AbstractEventLoop, stop: asyncio.Event, main: Future[None], thread: threading.Thread
+    loop: asyncio.AbstractEventLoop,
+    stop: asyncio.Event,
+    main: Future[None],
+    finished: threading.Event,
+    thread: threading.Thread,
 ) -> None:
-    """Ask the connection to unwind, wait for it, then stop the loop thread."""
+    """Ask the connection to unwind (cancel it when it does not, e.g. still connecting), then stop the loop."""
     if loop.is_running():
         loop.call_soon_threadsafe(stop.set)
     try:
-        main.result(10.0)
+        main.result(5.0)
+    except TimeoutError:
+        main.cancel()  # cancels the task in the loop: the SDK's context managers clean up
+        finished.wait(5.0)
     except BaseException:  # noqa: BLE001, S110 - closing: a failed unwind must not raise
         pass
     loop.call_soon_threadsafe(loop.stop)
@@ -128,8 +140,10 @@ def open_session(source: str, timeout: float = 30.0) -> McpSession:
         return McpSession(source, timeout)
     except (ValueError, ImportError):
         raise
+    except TimeoutError as error:
+        raise ConnectionError(f"could not connect to MCP server {source!r}: no answer within {timeout}s") from error
     except Exception as error:  # noqa: BLE001 - the SDK raises many kinds; name the source
-        raise ConnectionError(f"could not connect to MCP server {source!r}: {error}") from error
+        raise ConnectionError(f"could not connect to MCP server {source!r}: {error!r}") from error
 
 
 def list_mcp_tools(source: str, timeout: float = 30.0) -> list[JsonDict]:
