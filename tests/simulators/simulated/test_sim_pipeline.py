@@ -177,6 +177,13 @@ def test_openai_backend_from_environment(fake_openai: FakeOpenAI, monkeypatch: p
     assert body["response_format"] == {"type": "json_object"}
     assert headers["Authorization"] == "Bearer sk-test-123"
     assert '"arguments": {"author": "Herbert", "title": "Dune"}' in body["messages"][1]["content"]
+    constrained = Simulator(CRUD_CATALOG, fake_openai.backend(json_mode="schema"))
+    constrained.call("get_book", {"book_id": "book_1"})  # not found: answered by the state, no request
+    constrained.call("add_book", {"title": "Emma", "author": "Austen"})
+    response_format = fake_openai.requests[-1]["response_format"]
+    assert response_format["type"] == "json_schema" and response_format["json_schema"]["schema"] == BOOK
+    with pytest.raises(ValueError, match="json_mode"):
+        make_backend(fake_openai.backend(json_mode="grammar"))
     monkeypatch.delenv("TOOLGYM_SIM_MODEL")
     with pytest.raises(ValueError, match="TOOLGYM_SIM_MODEL"):
         make_backend("openai")

@@ -54,7 +54,12 @@ class OfflineBackend:
 
 
 class OpenAIBackend:
-    """Any OpenAI-compatible `/chat/completions` endpoint (vLLM's server, a hosted provider) over httpx."""
+    """Any OpenAI-compatible `/chat/completions` endpoint (vLLM's server, a hosted provider) over httpx.
+
+    `json_mode`: `True`/"object" asks for a JSON object (`response_format: json_object`, widely
+    supported); "schema" constrains decoding to the tool's output schema (`json_schema`, e.g.
+    vLLM's guided decoding); `False` sends no `response_format`.
+    """
 
     def __init__(
         self,
@@ -64,7 +69,7 @@ class OpenAIBackend:
         *,
         temperature: float = 0.0,
         max_tokens: int = 512,
-        json_mode: bool = True,
+        json_mode: bool | str = True,
         timeout: float = 60.0,
     ) -> None:
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "").rstrip("/")
@@ -74,6 +79,8 @@ class OpenAIBackend:
                 "the openai backend needs base_url and model: pass backend={'kind': 'openai', 'base_url': …, "
                 "'model': …} or set OPENAI_BASE_URL and TOOLGYM_SIM_MODEL"
             )
+        if json_mode not in (True, False, "object", "schema"):
+            raise ValueError(f"json_mode must be True, False, 'object' or 'schema', got {json_mode!r}")
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.temperature, self.max_tokens, self.json_mode = temperature, max_tokens, json_mode
@@ -88,7 +95,10 @@ class OpenAIBackend:
             "max_tokens": self.max_tokens,
             "seed": seed,
         }
-        if response_schema is not None and self.json_mode:
+        if response_schema is not None and self.json_mode == "schema":
+            schema = {"name": "tool_output", "schema": response_schema, "strict": False}
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
+        elif response_schema is not None and self.json_mode:
             body["response_format"] = {"type": "json_object"}
         return body
 
