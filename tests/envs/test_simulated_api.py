@@ -152,6 +152,23 @@ def test_cache_hits_and_misses_in_info_and_byte_identical_replay(tmp_path: Path,
     assert info["simulator"]["cache_mode"] == "off" and info["tool_calls"][0]["simulator"]["cache"] == "off"
 
 
+def test_fork_carries_the_episode_cache_so_infos_match() -> None:
+    read = '<tool_call>{"name": "list_contacts", "arguments": {}}</tool_call>'
+    env = gym.make(ENV_ID).unwrapped
+    env.reset(seed=2, options={"task_id": "sim-3"})
+    actions = [read, read, read, *env.task.gold_actions]
+    reference = _play(env, actions)
+    assert [s[4]["simulator"]["cache_hits"] for s in reference[:3]] == [0, 1, 1]
+    for k in range(1, len(actions)):
+        env.reset(seed=2, options={"task_id": "sim-3"})  # a new episode starts with an empty cache
+        _play(env, actions[:k])
+        fork = gym.make(ENV_ID).unwrapped
+        fork.reset(seed=99)  # an unrelated episode first: its cache must not leak into the fork
+        fork.step(read)
+        fork.set_state(json.loads(json.dumps(env.get_state())))
+        assert json.dumps(_play(fork, actions[k:])) == json.dumps(reference[k:]), k
+
+
 def test_parse_errors_mixed_with_calls_pair_reports_by_call_id() -> None:
     """Regression: a strict zip over records vs reports broke on actions with parse errors."""
     env = gym.make(ENV_ID, budget={"calls": 3})

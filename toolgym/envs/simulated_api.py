@@ -261,7 +261,9 @@ class SimulatedAPIEnv(ToolEnv):
     ## Arguments
     `catalog` (anything `load_catalog` accepts; default: the embedded catalog), `backend`
     ("offline", "openai", `{"kind": "openai", "base_url": …, "model": …}`, `{"kind":
-    "transformers", "path": …}`), `cache` ("record", "replay", "off" or `{"mode": …, "path": …}`),
+    "transformers", "path": …}`), `cache` (default: in memory for one episode and carried by
+    snapshots, so forks see the same hits; "record", "replay", "off" or `{"mode": …, "path": …}`
+    for a cache that spans episodes),
     `max_retries` (2), `max_turns` (10), `budget`, `faults`, `render_mode`.
 
     ## Version History
@@ -282,6 +284,9 @@ class SimulatedAPIEnv(ToolEnv):
         # every tool is simulated, also those with a real implementation (an MCP server, a Python
         # function): goals are checked on the simulator's state store, which real tools do not write
         self.simulator = Simulator(catalog, backend, cache, max_retries=max_retries, simulate_all=True)
+        # the default in-memory cache lives for one episode and travels in snapshots, so a fork
+        # sees the same hits as the original; a cache file (record/replay) spans episodes
+        self._episode_cache = cache is None
         self.task_maker = TaskMaker(self.simulator)
         self._provenance = ProvenanceHook(self.simulator)
         self.hooks.insert(0, self._provenance)
@@ -301,6 +306,8 @@ class SimulatedAPIEnv(ToolEnv):
             index = int(number)
         task = self.task_maker.make(index)
         self.simulator.set_state({"store": task.metadata["world"], "counts": {}})
+        if self._episode_cache:
+            self.simulator.cache.load([])
         self.simulator.seed = index
         return task
 
@@ -311,11 +318,16 @@ class SimulatedAPIEnv(ToolEnv):
         return self.simulator.tools()
 
     def _world_state(self) -> Any:
-        return {**self.simulator.get_state(), "seed": self.simulator.seed}
+        state = {**self.simulator.get_state(), "seed": self.simulator.seed}
+        if self._episode_cache:
+            state["cache"] = self.simulator.cache.entries()
+        return state
 
     def _load_world_state(self, state: Any) -> None:
         self.simulator.set_state(state)
         self.simulator.seed = state["seed"]
+        if self._episode_cache:
+            self.simulator.cache.load(state.get("cache", []))
 
     def _score(self, answer: str | None) -> dict[str, float]:
         assert self.task is not None

@@ -95,6 +95,19 @@ class SimCache:
             )
             self._db.commit()
 
+    def entries(self) -> list[list[str]]:
+        """Every stored response as `[key, kind, value JSON, meta JSON]`, in insertion order (for snapshots)."""
+        with self._lock:
+            rows = self._db.execute("SELECT key, kind, value, meta FROM responses ORDER BY rowid").fetchall()
+        return [list(row) for row in rows]
+
+    def load(self, entries: list[list[str]]) -> None:
+        """Replace the contents with `entries()` output (whatever the mode)."""
+        with self._lock:
+            self._db.execute("DELETE FROM responses")
+            self._db.executemany("INSERT INTO responses (key, kind, value, meta) VALUES (?, ?, ?, ?)", entries)
+            self._db.commit()
+
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
