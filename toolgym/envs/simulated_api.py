@@ -231,8 +231,8 @@ class SimulatedAPIEnv(ToolEnv):
     """Tasks over a catalog of LLM-simulated (or offline-simulated) tools with an explicit state store.
 
     ## Description
-    Every tool of the catalog without a real implementation is answered by the simulator pipeline
-    (validate arguments → read state → generate with the backend → validate output → retry →
+    Every tool of the catalog (also one with a real implementation: goals are checked on the
+    simulator's state store) is answered by the simulator pipeline (validate arguments → read state → generate with the backend → validate output → retry →
     offline fallback → write state). Tasks are generated from the catalog: create an entity with
     given fields, change a field, delete an entity, look up a field, or count entities. Each has
     an oracle solution (`task.gold_actions`) that scores 1.0 with every backend.
