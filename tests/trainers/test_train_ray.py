@@ -95,3 +95,20 @@ def test_cli_resumes_with_local_envs_and_prints_the_success_line(http_run, tiny_
 def test_cli_rejects_a_bad_override(tmp_path, capsys):
     assert main(["train", "rollout.nope=1", f"output_dir={tmp_path}"]) == 2
     assert "rollout.nope" in capsys.readouterr().err
+
+
+def test_joins_an_existing_cluster_with_address(ray_session):
+    import subprocess
+    import sys
+
+    address = ray_session.get_runtime_context().gcs_address
+    script = (
+        "import ray\n"
+        "from toolgym.trainers.config import RayConfig\n"
+        "from toolgym.trainers.ray.launcher import init_ray\n"
+        f"started = init_ray(RayConfig(address={address!r}))\n"
+        "print(started, ray.get_runtime_context().gcs_address, ray.cluster_resources().get('CPU'))\n"
+        "ray.shutdown()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["False", address, "2.0"]

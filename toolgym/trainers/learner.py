@@ -16,6 +16,7 @@ from toolgym.trainers.aggregators import GlobalCounts
 from toolgym.trainers.batch import RolloutBatch
 
 logger = logging.getLogger(__name__)
+FORBIDDEN_LOGIT = -1e9
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,8 @@ def token_logprobs(
     """
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
     logits = out.logits[:, :-1, :].float() / temperature  # (B, T-1, V): predicts tokens 1..T-1
-    if forbidden_ids:
-        logits[..., list(forbidden_ids)] = float("-inf")
+    if forbidden_ids:  # finite, so masked positions holding such a token give 0 (not nan) in any product
+        logits[..., list(forbidden_ids)] = FORBIDDEN_LOGIT
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(2, batch.input_ids[:, 1:, None]).squeeze(2)  # (B, T-1)
     logp = torch.nn.functional.pad(logp, (1, 0))  # (B, T)
@@ -256,6 +257,6 @@ def _ratio_metrics(logp: torch.Tensor, batch: RolloutBatch, counts: GlobalCounts
     if batch.rollout_logprobs is None:
         return {}
     mask = batch.mask
-    log_ratio = (logp - batch.rollout_logprobs) * mask  # (B, T)
+    log_ratio = torch.where(mask > 0, logp - batch.rollout_logprobs, 0.0)  # (B, T)
     kl = ((log_ratio.exp() - 1) - log_ratio) * mask  # k3 estimate of KL(μ||π)
     return {"losses/approx_kl": float(kl.sum() / counts.num_tokens)}
