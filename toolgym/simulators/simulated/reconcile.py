@@ -248,10 +248,22 @@ def _list_item(
     entity_id = record.get(plan.id_key or "")
     if not isinstance(items_schema.get("properties"), dict):
         return entity_id if is_valid(entity_id, items_schema) else record
+    stored = store.get(plan.entity or "", entity_id)
+    source = stored if stored is not None else record
+    get_plan = EffectPlan("get", plan.entity, plan.id_key)
     base = generated[index] if index < len(generated) and isinstance(generated[index], dict) else None
     if base is None:
+        shown = _fully_stored(source, items_schema, get_plan)
+        if shown is not None:  # every field is stored: nothing to generate (same value, no RNG)
+            return shown
         base = generate_value(items_schema, random.Random(derive_seed(plan.entity, entity_id)))
-    stored = store.get(plan.entity or "", entity_id)
-    return overlay(
-        base, stored if stored is not None else record, items_schema, EffectPlan("get", plan.entity, plan.id_key)
-    )
+    return overlay(base, source, items_schema, get_plan)
+
+
+def _fully_stored(record: JsonDict, schema: JsonDict, plan: EffectPlan) -> JsonDict | None:
+    """The item built from the record alone, when the record fills every top-level property."""
+    slot = _entity_slot(schema, plan.entity or "")
+    if slot is None or slot[0] is not None:
+        return None
+    shown = overlay({}, record, schema, plan, write_back=False)
+    return shown if len(shown) == len(schema["properties"]) else None
