@@ -10,6 +10,7 @@ parameters while keeping the loss finite.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import gymnasium as gym
@@ -20,42 +21,35 @@ import toolgym  # noqa: F401  (registers the env ids)
 from toolgym.trainers.batch import RolloutBatch
 from toolgym.trainers.methods import REGISTRY, build_algorithm
 from toolgym.trainers.methods.strategies import ForkRunner, make_strategy, run_group
-from toolgym.trainers.methods.trace_batch import traces_to_batch
+from toolgym.trainers.methods.trace_batch import TraceFormat, traces_to_batch
 
 METHODS = sorted(name for name in REGISTRY.names() if REGISTRY.get(name).tier in ("B", "C"))
-VOCAB = 256  # byte-level ids
 
 
 @pytest.fixture(scope="module")
-def tiny_model() -> Any:
-    """A random-init Qwen2 (hidden 32, 1 layer) over byte ids, built locally."""
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-    )
-    return transformers.Qwen2ForCausalLM(config)
+def tiny() -> tuple[Any, Any]:
+    """The project's tiny tokenizer and a random-init tiny Qwen2 (hidden 32, 1 layer) built locally."""
+    from toolgym.trainers.tiny import build_tiny_model, build_tokenizer
+
+    tokenizer = build_tokenizer()
+    return tokenizer, build_tiny_model(tokenizer, hidden=32, layers=1, heads=2, mlp=64, seed=0)
 
 
-def byte_encode(text: str) -> list[int]:
-    return list(text.encode("utf-8"))
+def trace_format() -> TraceFormat:
+    from toolgym.trainers.tiny import TINY_FORMAT as F
+
+    return TraceFormat(user=F.user, assistant=F.assistant, tool=F.tool, end=F.end_of_turn)
 
 
-def method_batch(name: str, policy_cls: Any) -> RolloutBatch:
+def method_batch(name: str, policy_cls: Any, tokenizer: Any) -> RolloutBatch:
     """Two groups of 4 Calculator episodes through the method's strategy: group 0 half wrong, group 1 all wrong."""
     strategy = make_strategy(dict(REGISTRY.get(name).rollout.options))
     traces = []
     for gid, policy in enumerate((policy_cls(wrong_calls={3, 4}), policy_cls(n_wrong=4))):
         run = ForkRunner(lambda: gym.make("toolgym/Calculator-v0"), policy, max_turns=3)
         traces += run_group(run, strategy, seed=100 + gid, group_id=gid, n=4)
-    return traces_to_batch(traces, byte_encode)
+    encode = lambda text: list(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    return traces_to_batch(traces, encode, trace_format(), pad_id=tokenizer.pad_token_id)
 
 
 def token_logprobs(model: Any, batch: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -86,13 +80,13 @@ def fill_learner_fields(model: Any, batch: RolloutBatch) -> RolloutBatch:
 
 
 @pytest.mark.parametrize("name", METHODS)
-def test_method_trains_tiny_model(name: str, tiny_model: Any, ScriptedCalculatorPolicy: Any) -> None:
-    model = copy.deepcopy(tiny_model)
+def test_method_trains_tiny_model(name: str, tiny: Any, ScriptedCalculatorPolicy: Any) -> None:
+    tokenizer, model = tiny[0], copy.deepcopy(tiny[1])
     before = [p.detach().clone() for p in model.parameters()]
     algo = build_algorithm(name, {"hparams": {"lr": 1e-2}})
     state = algo.init_state()
     step_meta = {"step": 30, "policy_version": 0}  # the learner's step counter and policy version
-    batch = algo.transform_rewards(method_batch(name, ScriptedCalculatorPolicy).replace(meta=step_meta))
+    batch = algo.transform_rewards(method_batch(name, ScriptedCalculatorPolicy, tokenizer).replace(meta=step_meta))
     batch, _ = algo.filter_groups(batch)
     assert batch.batch_size > 0
     batch = fill_learner_fields(model, batch)
@@ -109,3 +103,24 @@ def test_method_trains_tiny_model(name: str, tiny_model: Any, ScriptedCalculator
     algo.update_state(batch, state, token_logprobs(model, batch)[0].detach())
     changed = sum(not torch.equal(a, p.detach()) for a, p in zip(before, model.parameters(), strict=True))
     assert changed > 0
+
+
+@pytest.mark.parametrize("name", ["eapo", "axpo", "hispo", "vspo"])
+def test_method_through_the_project_learner(name: str, tiny: Any, ScriptedCalculatorPolicy: Any) -> None:
+    """The same batches through `toolgym.trainers.learner.Learner.rl_step` (what `toolgym train` runs)."""
+    from toolgym.trainers.learner import Learner, LearnerConfig
+
+    tokenizer, model = tiny[0], copy.deepcopy(tiny[1])
+    before = [p.detach().clone() for p in model.parameters()]
+    learner = Learner(model, build_algorithm(name), LearnerConfig(lr=1e-2, max_grad_norm=0.0))
+    batch = method_batch(name, ScriptedCalculatorPolicy, tokenizer)
+    with torch.no_grad():
+        logp, _ = token_logprobs(model, batch)
+    batch = batch.replace(
+        rollout_logprobs=logp,
+        policy_version=torch.zeros(batch.batch_size, dtype=torch.long),
+        meta={"step": 30, "policy_version": 0},
+    )
+    metrics = learner.rl_step(batch)
+    assert "losses/skipped" not in metrics and math.isfinite(metrics["losses/total"])
+    assert any(not torch.equal(a, p.detach()) for a, p in zip(before, model.parameters(), strict=True))
