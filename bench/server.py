@@ -165,6 +165,12 @@ def rest_loop(proc: Proc, kind: str, seconds: float, session_id: str | None) -> 
     return count
 
 
+def _idle_session(client: httpx.Client) -> str:
+    session_id = str(client.post("/v1/sessions", json={"env_id": CALC}).json()["session_id"])
+    client.post(f"/v1/sessions/{session_id}/reset", json={"seed": 1})
+    return session_id
+
+
 def _concurrent_worker(job: tuple[str, list[str], list[str], float, str]) -> int:
     kind, urls, messages, seconds, transport = job
     if transport == "ws":
@@ -179,12 +185,21 @@ def _concurrent_worker(job: tuple[str, list[str], list[str], float, str]) -> int
 async def _rest_many(urls: list[str], seconds: float) -> list[int]:
     async def one(url: str) -> int:
         count = 0
-        base, _, session = url.rpartition("/v1/sessions/")
+        base, found, session = url.rpartition("/v1/sessions/")
+        if not found:  # the bare echo
+            base, calls = url, [("/echo", {"action": TOOL_CALL})] * 3
+        else:
+            path = f"/v1/sessions/{session}"
+            calls = [
+                (path + "/reset", {}),
+                (path + "/step", {"action": TOOL_CALL}),
+                (path + "/step", {"action": ANSWER}),
+            ]
         async with httpx.AsyncClient(base_url=base) as client:
             deadline = time.perf_counter() + seconds
             while time.perf_counter() < deadline:
-                for path, body in [("reset", {}), ("step", {"action": TOOL_CALL}), ("step", {"action": ANSWER})]:
-                    response = await client.post(f"/v1/sessions/{session}/{path}", json=body)
+                for call_path, body in calls:
+                    response = await client.post(call_path, json=body)
                     if response.status_code != 200:
                         raise RuntimeError(response.text)
                     count += 1
@@ -199,7 +214,7 @@ def concurrent(proc: Proc, kind: str, clients: int, seconds: float, transport: s
     if transport == "ws":
         urls = [ws_url(proc, kind, session) for session in created]
     else:
-        urls = [f"{proc.url}/v1/sessions/{session}" for session in created]
+        urls = [f"{proc.url}/v1/sessions/{session}" if session else proc.url for session in created]
     processes = 4
     jobs = [(kind, urls[i::processes], episode_messages(kind), seconds, transport) for i in range(processes)]
     with multiprocessing.get_context("fork").Pool(processes) as pool:
@@ -258,24 +273,33 @@ def local_step_cpu(steps: int = 3000) -> float:
 
 
 def idle_memory(proc: Proc, kind: str, sessions: int) -> tuple[float, float]:
-    """(KiB of server RSS per idle session, OS threads per idle session), sessions reset and left idle."""
-    rss0, threads0 = proc.status("VmRSS"), proc.status("Threads")
+    """(KiB of server RSS per idle session, OS threads per idle session) on a fresh server.
+
+    One session is created and reset first, so that imports and caches are not counted.
+    """
     if kind == "toolgym":
         with httpx.Client(base_url=proc.url, timeout=60) as client:
-            for _ in range(sessions):
-                session_id = client.post("/v1/sessions", json={"env_id": CALC}).json()["session_id"]
-                client.post(f"/v1/sessions/{session_id}/reset", json={"seed": 1})
-        time.sleep(1)
-        return (proc.status("VmRSS") - rss0) / sessions, (proc.status("Threads") - threads0) / sessions
+            ids = [_idle_session(client) for _ in range(1)]
+            rss0, threads0 = proc.status("VmRSS"), proc.status("Threads")
+            ids += [_idle_session(client) for _ in range(sessions)]
+            time.sleep(1)
+            measured = (proc.status("VmRSS") - rss0) / sessions, (proc.status("Threads") - threads0) / sessions
+            for session_id in ids:
+                client.delete(f"/v1/sessions/{session_id}")
+        return measured
 
     async def hold() -> tuple[float, float]:
+        first = await websockets.connect(ws_url(proc, kind, None))
+        await first.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+        await first.recv()
+        rss0, threads0 = proc.status("VmRSS"), proc.status("Threads")
         sockets = [await websockets.connect(ws_url(proc, kind, None)) for _ in range(sessions)]
         for socket_ in sockets:
             await socket_.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
             await socket_.recv()
         await asyncio.sleep(1)
         measured = (proc.status("VmRSS") - rss0) / sessions, (proc.status("Threads") - threads0) / sessions
-        for socket_ in sockets:
+        for socket_ in [first, *sockets]:
             await socket_.close()
         return measured
 
@@ -283,10 +307,6 @@ def idle_memory(proc: Proc, kind: str, sessions: int) -> tuple[float, float]:
 
 
 # ---------------------------------------------------------------------------------------- report
-def median_of(rounds: int, fn: Callable[[], float]) -> float:
-    return statistics.median(fn() for _ in range(rounds))
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -302,6 +322,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def measure(args: argparse.Namespace, servers: dict[str, Proc], results: dict[str, Any]) -> None:
     s, r = args.seconds, args.rounds
     tg, echo, oe = servers["toolgym"], servers["echo"], servers.get("openenv")
+    results["idle_kib_per_session/toolgym"], results["idle_threads_per_session/toolgym"] = (
+        [v] for v in idle_memory(tg, "toolgym", args.idle_sessions)
+    )
+    if oe is not None:
+        results["idle_kib_per_session/openenv"], results["idle_threads_per_session/openenv"] = (
+            [v] for v in idle_memory(oe, "openenv", min(args.idle_sessions, 200))
+        )
     session = toolgym_session(tg.url, max_turns=4)
     for _ in range(r):  # interleaved rounds: load from other processes hits every column alike
         for name, proc, kind in [("echo", echo, "echo"), ("toolgym", tg, "toolgym"), ("openenv", oe, "openenv")]:
@@ -319,19 +346,13 @@ def measure(args: argparse.Namespace, servers: dict[str, Proc], results: dict[st
         results.setdefault("conc16_ws/toolgym", []).append(concurrent(tg, "toolgym", 16, s))
         results.setdefault("conc16_rest/toolgym", []).append(concurrent(tg, "toolgym", 16, s, "rest"))
         results.setdefault("conc16_ws/echo", []).append(concurrent(echo, "echo", 16, s))
+        results.setdefault("conc16_rest/echo", []).append(concurrent(echo, "echo", 16, s, "rest"))
         if oe is not None:
             results.setdefault("conc16_ws/openenv", []).append(concurrent(oe, "openenv", 16, s))
         rate_, cpu = batch_cpu(tg, args.batch, s)
         results.setdefault("batch/toolgym", []).append(rate_)
         results.setdefault("batch_cpu_us/toolgym", []).append(cpu)
     results["env_step_cpu_us/local"] = [local_step_cpu()]
-    results["idle_kib_per_session/toolgym"], results["idle_threads_per_session/toolgym"] = (
-        [v] for v in idle_memory(tg, "toolgym", args.idle_sessions)
-    )
-    if oe is not None:
-        results["idle_kib_per_session/openenv"], results["idle_threads_per_session/openenv"] = (
-            [v] for v in idle_memory(oe, "openenv", min(args.idle_sessions, 200))
-        )
 
 
 def report(results: dict[str, Any]) -> None:
@@ -348,6 +369,7 @@ def report(results: dict[str, Any]) -> None:
     _ratio(med, "16 clients WebSocket / OpenEnv 16 clients WebSocket", "conc16_ws/toolgym", "conc16_ws/openenv", 2.0)
     _ratio(med, "16 clients REST / OpenEnv 16 clients WebSocket", "conc16_rest/toolgym", "conc16_ws/openenv", None)
     _ratio(med, "16 clients WebSocket / bare echo 16 clients", "conc16_ws/toolgym", "conc16_ws/echo", None)
+    _ratio(med, "16 clients REST / bare echo 16 clients REST", "conc16_rest/toolgym", "conc16_rest/echo", None)
     _ratio(med, "batch env steps/s / OpenEnv 16 clients WebSocket", "batch/toolgym", "conc16_ws/openenv", None)
     overhead = med["batch_cpu_us/toolgym"] - med["env_step_cpu_us/local"]
     verdict = "ok" if med["batch_cpu_us/toolgym"] <= 50 else ("over (server part ok)" if overhead <= 50 else "over")

@@ -95,7 +95,6 @@ EPISODE_COLUMNS = (
     "started_at",
 )
 SESSIONS, EPISODES, STEPS = SessionRow.__table__, EpisodeRow.__table__, StepRow.__table__  # type: ignore[attr-defined]
-LIVE_EPISODE_END = {"running": "interrupted"}
 
 
 def _statements(mark: str) -> dict[str, str]:
