@@ -65,3 +65,16 @@ def test_metrics_jsonl_tensorboard_and_png(tmp_path):
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
     png = plot_reward_curve(tmp_path / "metrics.jsonl", tmp_path / "curve.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_trainers_package_imports_lazily():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, toolgym.trainers as t\n"
+        "cfg = t.TrainConfig()\n"
+        "print(sorted(m for m in ('torch', 'ray', 'transformers', 'vllm') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

@@ -139,3 +139,19 @@ def test_batch_behaviour_logprobs_match_the_learner(tiny):
     # the learner scores exactly the distribution the engine sampled from (π_θ = μ before any update)
     assert torch.allclose(logp[mask], batch.rollout_logprobs[mask], atol=1e-4)
     assert not torch.allclose(unmasked[mask], batch.rollout_logprobs[mask], atol=1e-3)
+
+
+def test_batch_reward_can_be_one_component(tiny):
+    tokenizer, _ = tiny
+    end = TINY_FORMAT.end_id(tokenizer)
+    bad_call = tokenizer.encode('<tool_call>{"name": "nope", "arguments": {}}</tool_call>', add_special_tokens=False)
+    engine = ScriptedEngine(
+        [bad_call + [end], tokenizer.encode("<answer>1</answer>", add_special_tokens=False) + [end]]
+    )
+    collector = RolloutCollector(engine, tokenizer, TINY_FORMAT, LocalEnvPool(ENV))
+    episodes = collector.collect([EpisodeSpec(seed=3, group_id=0)], collector.sampling(1.0, 64))
+    assert episodes[0].reward < 0  # the env's invalid-call shaping
+    full = episodes_to_batch(episodes, tokenizer.pad_token_id)
+    success_only = episodes_to_batch(episodes, tokenizer.pad_token_id, reward_key="success")
+    assert abs(float(full.reward[0]) - episodes[0].reward) < 1e-6 and float(success_only.reward[0]) == 0.0
+    assert set(full.reward_components) >= {"success"}

@@ -84,6 +84,8 @@ class RolloutConfig:
     """engine device"""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """extra engine arguments (e.g. vLLM's gpu_memory_utilization)"""
+    reward_component: str | None = None
+    """train on this reward component only (e.g. "success"); None: the env's full return"""
     off_policy_steps: int = 0
     """0: synchronous; 1: the next batch is sampled while the learner updates (one policy version behind)"""
     train_seed_offset: int = 100_000_000

@@ -54,7 +54,13 @@ def launch(cfg: TrainConfig, model_path: str) -> Actors:
         for i in range(cfg.rollout.workers)
     ]
     learner = learner_cls.remote(
-        model_path, cfg.model.format, cfg.algorithm, cfg.optim, cfg.rollout.temperature, cfg.threads
+        model_path,
+        cfg.model.format,
+        cfg.algorithm,
+        cfg.optim,
+        cfg.rollout.temperature,
+        cfg.threads,
+        cfg.rollout.reward_component,
     )
     return Actors(workers, learner)
 

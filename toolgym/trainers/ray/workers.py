@@ -84,6 +84,7 @@ class LearnerWorker:
         optim: OptimConfig,
         temperature: float,
         threads: int = 1,
+        reward_component: str | None = None,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM
@@ -106,13 +107,14 @@ class LearnerWorker:
             forbidden_ids=tuple(chat_format(fmt).forbidden_ids(self.tokenizer)),
         )
         self.learner = Learner(model, build_algorithm(algorithm.name, algorithm.overrides), config)
+        self.reward_component = reward_component
 
     def step(self, episodes: list[Episode]) -> dict[str, float]:
         """One RL update on the episodes; returns `losses/…` and `perf/…` metrics."""
         from toolgym.trainers.rollouts.to_batch import episodes_to_batch
 
         start = time.perf_counter()
-        batch = episodes_to_batch(episodes, self.tokenizer.pad_token_id)
+        batch = episodes_to_batch(episodes, self.tokenizer.pad_token_id, reward_key=self.reward_component)
         metrics = self.learner.rl_step(batch)
         metrics["perf/learner_step_s"] = time.perf_counter() - start
         return metrics

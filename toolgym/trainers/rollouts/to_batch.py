@@ -30,8 +30,14 @@ def _tool_calls(ep: Episode) -> list[ToolCallRecord]:
     ]
 
 
-def episodes_to_batch(episodes: Sequence[Episode], pad_id: int, *, success_key: str = "success") -> RolloutBatch:
-    """Stack episodes into one `RolloutBatch`; every [B, T] tensor is aligned with `input_ids`."""
+def episodes_to_batch(
+    episodes: Sequence[Episode], pad_id: int, *, success_key: str = "success", reward_key: str | None = None
+) -> RolloutBatch:
+    """Stack episodes into one `RolloutBatch`; every [B, T] tensor is aligned with `input_ids`.
+
+    `reward` is the episode's return, or only its `reward_key` component when given (e.g. train on
+    "success" without the env's shaping penalties); every component stays in `reward_components`.
+    """
     if not episodes:
         raise ValueError("episodes_to_batch needs at least one episode")
     width = max(len(ep.token_ids) for ep in episodes)
@@ -42,7 +48,7 @@ def episodes_to_batch(episodes: Sequence[Episode], pad_id: int, *, success_key: 
         input_ids=_padded([ep.token_ids for ep in episodes], width, pad_id, torch.long),
         attention_mask=attention,
         loss_mask=_padded([ep.loss_mask for ep in episodes], width, 0, torch.long),
-        reward=torch.tensor([ep.reward for ep in episodes], dtype=torch.float32),
+        reward=torch.tensor([_reward(ep, reward_key) for ep in episodes], dtype=torch.float32),
         group_id=torch.tensor([ep.group_id for ep in episodes], dtype=torch.long),
         prompt_len=torch.tensor([ep.prompt_len for ep in episodes], dtype=torch.long),
         position_ids=(torch.cumsum(attention, dim=1) - 1).clamp(min=0),
@@ -66,6 +72,10 @@ def episodes_to_batch(episodes: Sequence[Episode], pad_id: int, *, success_key: 
         answers=[_answer(ep) for ep in episodes],
         infos=[ep.infos for ep in episodes],
     )
+
+
+def _reward(ep: Episode, key: str | None) -> float:
+    return ep.reward if key is None else float(ep.reward_components.get(key, 0.0))
 
 
 def _answer(ep: Episode) -> str | None:
