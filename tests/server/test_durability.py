@@ -102,16 +102,20 @@ def test_idle_sessions_expire_and_the_session_cap_holds(
     idle = client.post("/v1/sessions", json={"env_id": CALC}).json()["session_id"]
     client.post(f"/v1/sessions/{idle}/reset", json={"seed": 1})
     client.post(f"/v1/sessions/{idle}/step", json={"action": "<answer>3</answer>"})
-    client.post("/v1/sessions", json={"env_id": CALC})
+    other = client.post("/v1/sessions", json={"env_id": CALC}).json()["session_id"]
     full = client.post("/v1/sessions", json={"env_id": CALC})
     assert full.status_code == 429 and full.json()["error"]["code"] == "too_many_sessions"
-    deadline = time.monotonic() + 10
-    while client.get(f"/v1/sessions/{idle}").json()["status"] != "expired" and time.monotonic() < deadline:
+
+    def statuses() -> list[str]:
+        return [client.get(f"/v1/sessions/{s}").json()["status"] for s in (idle, other)]
+
+    deadline = time.monotonic() + 15
+    while statuses() != ["expired", "expired"] and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert client.get(f"/v1/sessions/{idle}").json()["status"] == "expired"
+    assert statuses() == ["expired", "expired"]
     assert client.post("/v1/sessions", json={"env_id": CALC}).status_code == 201
     metrics = dict(line.rsplit(" ", 1) for line in client.get("/metrics").text.splitlines() if not line.startswith("#"))
-    assert int(metrics["toolgym_sessions_expired_total"]) == 2  # both sessions went idle
+    assert int(metrics["toolgym_sessions_expired_total"]) >= 2
     # the expired session's episode is still exported, also as a Hugging Face dataset
     out, dataset_dir = tmp_path / "all.jsonl", tmp_path / "dataset"
     result = _export(server.database_url, "-o", str(out), "--session", idle, "--hf-dataset", str(dataset_dir))
