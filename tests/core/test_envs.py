@@ -191,3 +191,21 @@ def test_render_ansi() -> None:
     env = gym.make("toolgym/Calculator-v0", render_mode="ansi")
     env.reset(seed=0)
     assert "[user]" in env.render()
+
+
+def test_tool_results_do_not_alias_the_world() -> None:
+    env = gym.make("toolgym/Calendar-v0")
+    env.reset(seed=0)
+    event = next(iter(env.unwrapped.world["events"].values()))
+    _, _, _, _, info = env.step(
+        f'<tool_call>{{"name": "list_events", "arguments": {{"day": {event["day"]}}}}}</tool_call>'
+    )
+    listed = copy.deepcopy(info["tool_calls"][0]["result"])
+    from toolgym.envs.calendar import free_starts
+
+    day = (event["day"] + 1) % 5
+    start = free_starts(env.unwrapped.world, event["attendees"], day, event["duration"], ignore=event["id"])[0]
+    move = {"name": "move_event", "arguments": {"event_id": event["id"], "day": day, "start": start}}
+    _, _, _, _, moved = env.step(f"<tool_call>{json.dumps(move)}</tool_call>")
+    assert moved["tool_calls"][0]["ok"]
+    assert info["tool_calls"][0]["result"] == listed

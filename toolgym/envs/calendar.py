@@ -88,7 +88,8 @@ def list_events(world: World, day: int | None = None, person: str | None = None)
         person: Only events this person attends.
     """
     events = sorted(world["events"].values(), key=lambda e: (e["day"], e["start"], e["id"]))
-    return [e for e in events if (day is None or e["day"] == day) and (person is None or person in e["attendees"])]
+    chosen = [e for e in events if (day is None or e["day"] == day) and (person is None or person in e["attendees"])]
+    return [{**e, "attendees": list(e["attendees"])} for e in chosen]  # copies: results never alias the world
 
 
 @tool(inject=["world"], read_only=False, writes=["events"])
