@@ -43,7 +43,8 @@ def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
         "--log-level",
         "warning",
     ]
-    process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    with (folder / "server.log").open("wb") as log:
+        process = subprocess.Popen(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -74,6 +75,10 @@ def main() -> int:
             cfg = load_config(CONFIG, [f"env.server_url={url}", f"name={name}", *args.overrides])
             print(f"env server: {url}; run: {cfg.run_dir}", flush=True)
             result = train(cfg, progress=True, on_line=lambda line: print(line, flush=True))
+        except BaseException:
+            print(f"server exit code: {server.poll()}; server log tail:", flush=True)
+            print((Path(tmp) / "server.log").read_text(errors="replace")[-3000:], flush=True)
+            raise
         finally:
             server.send_signal(signal.SIGTERM)
             try:

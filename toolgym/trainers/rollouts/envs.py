@@ -88,11 +88,9 @@ class RemoteEnvPool:
 
     def _http(self) -> Any:
         """The async client, rebuilt when the event loop changed (each `asyncio.run` is a new loop)."""
-        from toolgym.envs.remote import AsyncEnvClient
-
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            self._client = AsyncEnvClient(self.base_url, self.api_key, self.timeout)
+            self._client = _client(self.base_url, self.api_key, self.timeout)
             self._loop = loop
         return self._client
 
@@ -111,7 +109,7 @@ class RemoteEnvPool:
         """Reset the sessions concurrently."""
         client = self._http()
         answers = await asyncio.gather(
-            *(client.reset(h, seed=s, options=o or None) for h, s, o in zip(handles, seeds, options, strict=True))
+            *(_reset(client, h, s, o) for h, s, o in zip(handles, seeds, options, strict=True))
         )
         return [(a["observation"], a["info"]) for a in answers]
 
@@ -144,6 +142,41 @@ class RemoteEnvPool:
         await asyncio.gather(*(client.close_session(s) for s in self.sessions), return_exceptions=True)
         await client.aclose()
         self.sessions, self._client = [], None
+
+
+def _client(base_url: str, api_key: str | None, timeout: float) -> Any:
+    """An `AsyncEnvClient` whose pooled connections expire before the server's keep-alive timeout.
+
+    uvicorn closes idle connections after 5 s; reusing one at that moment fails with a ReadError.
+    Connections idle for 1 s are not reused, new connects are retried, and the pool stays small.
+    """
+    import httpx
+
+    from toolgym.envs.remote import AsyncEnvClient
+
+    client = AsyncEnvClient(base_url, api_key, timeout)
+    limits = httpx.Limits(max_connections=16, keepalive_expiry=1.0)
+    client._http = httpx.AsyncClient(  # same settings as AsyncEnvClient's, plus the pool limits
+        base_url=client.base_url,
+        headers=client.headers,
+        timeout=timeout,
+        transport=httpx.AsyncHTTPTransport(retries=3, limits=limits),
+    )
+    return client
+
+
+async def _reset(client: Any, session: str, seed: int, options: dict[str, Any], attempts: int = 3) -> Any:
+    """Reset is idempotent (same seed, same episode), so a dropped connection is retried."""
+    import httpx
+
+    for attempt in range(attempts):
+        try:
+            return await client.reset(session, seed=seed, options=options or None)
+        except httpx.TransportError:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def make_env_pool(
