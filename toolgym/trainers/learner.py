@@ -43,6 +43,8 @@ class LearnerConfig:
     """torch device of the learner"""
     forbidden_ids: tuple[int, ...] = ()
     """ids the sampler may not emit: removed here too, so π_θ and the behaviour policy are the same distribution"""
+    critic_lr: float | None = None
+    """learning rate of the value head (methods with a critic); None: the preset's hparams["critic_lr"], else lr"""
 
 
 def token_logprobs(
@@ -57,11 +59,22 @@ def token_logprobs(
     Same distribution as the sampler: logits / temperature, with `forbidden_ids` removed.
     """
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
-    logits = out.logits[:, :-1, :].float() / temperature  # (B, T-1, V): predicts tokens 1..T-1
+    return logprobs_from_logits(out.logits, batch.input_ids, temperature, with_entropy, forbidden_ids)
+
+
+def logprobs_from_logits(
+    logits: torch.Tensor,
+    input_ids: torch.Tensor,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    forbidden_ids: tuple[int, ...] = (),
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`token_logprobs` from the model's logits [B, T, V] -> logp [B, T] (0 at t=0), entropy [B, T] or None."""
+    logits = logits[:, :-1, :].float() / temperature  # (B, T-1, V): predicts tokens 1..T-1
     if forbidden_ids:  # finite, so masked positions holding such a token give 0 (not nan) in any product
         logits[..., list(forbidden_ids)] = FORBIDDEN_LOGIT
     logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(2, batch.input_ids[:, 1:, None]).squeeze(2)  # (B, T-1)
+    logp = logp_all.gather(2, input_ids[:, 1:, None]).squeeze(2)  # (B, T-1)
     logp = torch.nn.functional.pad(logp, (1, 0))  # (B, T)
     if not with_entropy:
         return logp, None
@@ -78,11 +91,26 @@ class Learner:
         self.algorithm = algorithm
         self.algo_state: dict[str, Any] = algorithm.init_state() if algorithm is not None else {}
         self.ref_model = self._make_ref() if algorithm is not None and algorithm.needs_ref else None
-        if algorithm is not None and algorithm.needs_critic:
-            raise ValueError(f"method {algorithm.name!r} needs a critic (value head): not supported by this learner")
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.value_head = self._make_value_head() if algorithm is not None and algorithm.needs_critic else None
+        self.optimizer = torch.optim.AdamW(self._param_groups(), lr=config.lr, weight_decay=config.weight_decay)
         self.step = 0
         self.version = 0
+
+    def _make_value_head(self) -> Any:
+        from toolgym.trainers.value_head import ValueHead
+
+        return ValueHead(int(self.model.config.hidden_size)).to(self.config.device).train()
+
+    def _param_groups(self) -> list[dict[str, Any]]:
+        """The policy's parameters, and the value head's with the critic learning rate."""
+        groups: list[dict[str, Any]] = [{"params": list(self.model.parameters())}]
+        if self.value_head is not None:
+            lr = self.config.critic_lr or float(self.algorithm.hparams.get("critic_lr", self.config.lr))
+            groups.append({"params": list(self.value_head.parameters()), "lr": lr})
+        return groups
+
+    def _parameters(self) -> list[torch.nn.Parameter]:
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
 
     def _make_ref(self) -> Any:
         ref = copy.deepcopy(self.model).eval()
@@ -115,26 +143,47 @@ class Learner:
         algo, cfg = self.algorithm, self.config
         batch = algo.transform_rewards(batch.to(cfg.device))
         batch, _missing = algo.filter_groups(batch)
-        batch = self._fill_logprobs(batch)
+        batch = self._fill_fields(batch)
+        _check_required(algo, batch)
         adv = algo.advantages(batch, self.algo_state)
         metrics = {"rollout/sequences": float(batch.batch_size)}
         if cfg.drop_zero_advantage:
-            keep = (adv.advantages.abs().sum(dim=1) > 0).nonzero().flatten()
+            keep = _rows_with_signal(algo, adv).nonzero().flatten()
             metrics["rollout/kept_fraction"] = float(len(keep)) / max(batch.batch_size, 1)
             if len(keep) == 0:
                 return {**metrics, "losses/skipped": 1.0}
             batch, adv = batch.select(keep), _select_adv(adv, keep)
         metrics.update(self._update(batch, adv))
-        algo.update_state(batch, self.algo_state, None)
+        algo.update_state(batch, self.algo_state, None, logprob_fn=self._current_logprobs)
         return metrics
 
-    def _fill_logprobs(self, batch: RolloutBatch) -> RolloutBatch:
+    def _current_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
+        """log π_θ of a batch with the current weights, without grad (stateful estimators, e.g. SPO's ρ)."""
+        with torch.no_grad():
+            logp: torch.Tensor = self._logprobs(self.model, batch.to(self.config.device))[0]
+        return logp
+
+    def _fill_fields(self, batch: RolloutBatch) -> RolloutBatch:
+        """What the algorithm needs from the models before advantages: π_old, π_ref, V, pooled states, ref top-K."""
         changes: dict[str, Any] = {}
+        requires = self.algorithm.estimator.requires
+        options = self.algorithm.preset.rollout.options
         with torch.no_grad():
             if self.config.recompute_old_logprobs or batch.rollout_logprobs is None:
                 changes["old_logprobs"] = self._logprobs(self.model, batch)[0]
+            elif batch.old_logprobs is None:  # π_old is the behaviour policy (estimators with KL in the reward read it)
+                changes["old_logprobs"] = batch.rollout_logprobs
             if self.ref_model is not None:
                 changes["ref_logprobs"] = self._logprobs(self.ref_model, batch)[0]
+            if self.value_head is not None:
+                from toolgym.trainers.value_head import token_values
+
+                changes["values"] = token_values(self.model, self.value_head, batch)
+            if batch.hidden_pool is None and ("hidden_pool" in requires or options.get("hidden_pool")):
+                changes["hidden_pool"] = pooled_hidden(self.model, batch)
+            if batch.ref_topk_ids is None and "ref_topk_ids" in requires:
+                ref = self.ref_model if self.ref_model is not None else self.model
+                changes["ref_topk_ids"] = topk_ids(ref, batch, int(options.get("ref_topk", 8)))
         return batch.replace(**changes) if changes else batch
 
     def _logprobs(self, model: Any, batch: RolloutBatch, with_entropy: bool = False) -> tuple[Any, Any]:
@@ -150,8 +199,12 @@ class Learner:
             batch.attention_mask.sum(dim=1), self.config.micro_batch_size, self.config.micro_batch_tokens
         ):
             micro, micro_adv = _trim(batch.select(rows), _select_adv(adv, rows))
-            logp, entropy = self._logprobs(self.model, micro, with_entropy=True)
+            logp, entropy, values = self._forward(micro)
             loss, metrics = self.algorithm.loss(micro, logp, micro_adv, entropy=entropy, counts=algo_counts)
+            if values is not None:
+                value_loss = self.algorithm.value_loss(values, micro, micro_adv, counts=algo_counts)
+                loss = loss + float(self.algorithm.hparams.get("vf_coef", 0.5)) * value_loss
+                metrics["losses/value"] = float(value_loss.detach())
             loss.backward()
             metrics["losses/entropy"] = float((entropy.detach() * micro.mask).sum() / counts.num_tokens)
             metrics.update(_ratio_metrics(logp.detach(), micro, counts))
@@ -159,6 +212,24 @@ class Learner:
                 sums[k] = sums.get(k, 0.0) + v
         sums["losses/grad_norm"] = self._clip_and_step()
         return sums
+
+    def _forward(self, micro: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """One forward with grad: log-probs, entropy and (with a value head) values, all [B, T]."""
+        if self.value_head is None:
+            logp, entropy = self._logprobs(self.model, micro, with_entropy=True)
+            return logp, entropy, None
+        from toolgym.trainers.value_head import values_for_tokens
+
+        out = self.model(
+            input_ids=micro.input_ids,
+            attention_mask=micro.attention_mask,
+            position_ids=micro.position_ids,
+            output_hidden_states=True,
+        )
+        cfg = self.config
+        logp, entropy = logprobs_from_logits(out.logits, micro.input_ids, cfg.temperature, True, cfg.forbidden_ids)
+        assert entropy is not None  # with_entropy=True
+        return logp, entropy, values_for_tokens(self.value_head(out.hidden_states[-1]))
 
     def _apply(self, loss: torch.Tensor) -> None:
         self.optimizer.zero_grad(set_to_none=True)
@@ -168,7 +239,7 @@ class Learner:
     def _clip_and_step(self) -> float:
         norm = 0.0
         if self.config.max_grad_norm > 0:
-            norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm))
+            norm = float(torch.nn.utils.clip_grad_norm_(self._parameters(), self.config.max_grad_norm))
         self.optimizer.step()
         self.step += 1
         self.version += 1
@@ -185,6 +256,7 @@ class Learner:
         state = {
             "optimizer": self.optimizer.state_dict(),
             "algo_state": self.algo_state,
+            "value_head": None if self.value_head is None else self.value_head.state_dict(),
             "step": self.step,
             "version": self.version,
             "extra": extra or {},
@@ -201,6 +273,10 @@ class Learner:
         self.model.load_state_dict(loaded.state_dict())
         state = torch.load(path / "trainer_state.pt", weights_only=False)
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.value_head is not None:
+            if state.get("value_head") is None:
+                raise ValueError(f"checkpoint {path} has no value head, but {self.algorithm.name!r} needs one")
+            self.value_head.load_state_dict(state["value_head"])
         self.algo_state, self.step, self.version = state["algo_state"], state["step"], state["version"]
         return dict(state.get("extra", {}))
 
@@ -250,6 +326,43 @@ def _cut(x: Any, t: int, width: int) -> Any:
 
 def _select_adv(adv: Any, rows: torch.Tensor) -> Any:
     return adv.select(rows)
+
+
+def pooled_hidden(model: Any, batch: RolloutBatch) -> torch.Tensor:
+    """Mean of the last hidden layer over each row's trainable tokens. -> [B, H] (float32)."""
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        output_hidden_states=True,
+    )
+    mask = batch.mask.float().unsqueeze(2)  # (B, T, 1)
+    pooled: torch.Tensor = (out.hidden_states[-1].float() * mask).sum(1) / mask.sum(1).clamp(min=1)
+    return pooled
+
+
+def topk_ids(model: Any, batch: RolloutBatch, k: int) -> torch.Tensor:
+    """The model's top-k token ids for every position t (predicting input_ids[:, t]; id 0 at t=0). -> [B, T, k]."""
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
+    ids = out.logits[:, :-1].topk(k, dim=-1).indices  # (B, T-1, k)
+    return torch.nn.functional.pad(ids, (0, 0, 1, 0))
+
+
+def _rows_with_signal(algo: Any, adv: Any) -> torch.Tensor:
+    """Rows with a non-zero advantage or a token of a regulariser's own mask (e.g. AKBE's teacher tokens). -> [B] bool."""
+    keep: torch.Tensor = adv.advantages.abs().sum(dim=1) > 0
+    for reg in algo.regularizers:
+        extra = adv.aux.get(reg.reg.mask_key)
+        if reg.reg.mask_key != "mask" and isinstance(extra, torch.Tensor) and reg.coef != 0.0:
+            keep = keep | (extra.abs().sum(dim=1) > 0)
+    return keep
+
+
+def _check_required(algo: Any, batch: RolloutBatch) -> None:
+    """A clear error when the rollouts lack a field the method's estimator reads."""
+    missing = sorted(k for k in algo.estimator.requires if getattr(batch, k, None) is None)
+    if missing:
+        raise ValueError(f"method {algo.name!r} needs batch field(s) {missing} that these rollouts do not provide")
 
 
 def _ratio_metrics(logp: torch.Tensor, batch: RolloutBatch, counts: GlobalCounts) -> dict[str, float]:
