@@ -35,9 +35,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"toolgym train: {error}\n")
         return 2
     try:
-        from toolgym.trainers.ray.driver import train
+        from toolgym.trainers.ray.driver import rollout_planner, train
     except ImportError as error:
         sys.stderr.write(f"toolgym train: {error} (pip install 'toolgym[train]')\n")
+        return 2
+    try:
+        rollout_planner(cfg)  # a method whose rollouts this trainer cannot make fails here, before any work
+    except ValueError as error:
+        sys.stderr.write(f"toolgym train: {error}\n")
         return 2
     result = train(cfg, progress=not args.no_progress, on_line=_say)
     _say(f"run: {result.run_dir} (RL steps {result.steps}; metrics.jsonl, tensorboard/, reward_curve.png)")

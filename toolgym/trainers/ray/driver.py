@@ -19,6 +19,7 @@ from toolgym.trainers.ray.launcher import Actors, init_ray, launch, shutdown
 from toolgym.trainers.rollouts.collector import EpisodeSpec
 from toolgym.trainers.rollouts.episode import Episode
 from toolgym.trainers.rollouts.stats import rollout_metrics, success_rate
+from toolgym.trainers.rollouts.strategy import GroupPlanner
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +36,20 @@ class TrainResult:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def train_specs(cfg: TrainConfig, step: int) -> list[list[EpisodeSpec]]:
-    """The step's groups (same seed = same task), split into whole groups per worker."""
+def rollout_planner(cfg: TrainConfig) -> GroupPlanner:
+    """The method's rollout strategy for this run; raises a clear error for rollouts `toolgym train` cannot make."""
+    from toolgym.trainers.methods import resolve_preset
+
+    return GroupPlanner(resolve_preset(cfg.algorithm.name, cfg.algorithm.overrides), cfg.rollout.group_size)
+
+
+def train_specs(cfg: TrainConfig, step: int, planner: GroupPlanner | None = None) -> list[list[EpisodeSpec]]:
+    """The step's groups (same seed = same task), planned by the method's strategy, whole groups per worker."""
     rng = np.random.default_rng([cfg.seed, step])
     seeds = cfg.rollout.train_seed_offset + rng.integers(0, 2**30, size=cfg.rollout.prompts_per_step)
+    n, first = cfg.rollout.group_size, step * cfg.rollout.prompts_per_step
     groups = [
-        [EpisodeSpec(seed=int(s), group_id=step * cfg.rollout.prompts_per_step + g)] * cfg.rollout.group_size
+        planner.group(int(s), first + g, n) if planner is not None else [EpisodeSpec(int(s), first + g)] * n
         for g, s in enumerate(seeds)
     ]
     per_worker = len(groups) // cfg.rollout.workers
@@ -133,6 +142,7 @@ def save_checkpoint(actors: Actors, run_dir: Path, step: int, before: float) -> 
 def train(cfg: TrainConfig, progress: bool = True, on_line: Callable[[str], None] | None = None) -> TrainResult:
     """Run SFT warm start (tiny model), evaluation, the RL loop and the final evaluation."""
     say = on_line or (lambda line: logger.info("%s", line))
+    planner = rollout_planner(cfg)  # fails fast, before SFT and Ray, for rollouts this loop cannot make
     clock = _Clock(cfg)
     run_dir = cfg.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -144,7 +154,7 @@ def train(cfg: TrainConfig, progress: bool = True, on_line: Callable[[str], None
     actors = None
     try:
         actors = launch(cfg, model_path)
-        return _train_loop(cfg, actors, say, progress, sft_steps, sft_s, clock)
+        return _train_loop(cfg, actors, planner, say, progress, sft_steps, sft_s, clock)
     finally:
         shutdown(actors, started)
 
@@ -175,6 +185,7 @@ def _resume(cfg: TrainConfig, actors: Actors, say: Callable[[str], None]) -> tup
 def _train_loop(
     cfg: TrainConfig,
     actors: Actors,
+    planner: GroupPlanner,
     say: Callable[[str], None],
     progress: bool,
     sft_steps: int,
@@ -196,11 +207,12 @@ def _train_loop(
     bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress, desc="RL", unit="step")
     pending = None
     while step < cfg.steps and not clock.rl_over(t0):
-        pending = pending or _launch_train(cfg, actors, step)
+        pending = pending or _launch_train(cfg, actors, step, planner)
         episodes, rollout_s = gather_rollouts(pending)
+        planner.observe(episodes)
         learner_ref = actors.learner.step.remote(episodes)
         overlap = cfg.rollout.off_policy_steps > 0 and step + 1 < cfg.steps
-        pending = _launch_train(cfg, actors, step + 1) if overlap else None  # runs while the learner updates
+        pending = _launch_train(cfg, actors, step + 1, planner) if overlap else None  # runs while the learner updates
         metrics = rollout_metrics(episodes, rollout_s)
         metrics["rollout/policy_version_min"] = float(min(ep.policy_version for ep in episodes))
         metrics.update(ray.get(learner_ref))
@@ -226,10 +238,10 @@ def _train_loop(
     return TrainResult(cfg.run_dir, before, after, step, sft_steps, {"sft": sft_s, "rl": rl_s})
 
 
-def _launch_train(cfg: TrainConfig, actors: Actors, step: int) -> list[Any]:
+def _launch_train(cfg: TrainConfig, actors: Actors, step: int, planner: GroupPlanner) -> list[Any]:
     return launch_rollouts(
         actors,
-        train_specs(cfg, step),
+        train_specs(cfg, step, planner),
         cfg.rollout.temperature,
         cfg.rollout.max_new_tokens,
         seed=cfg.seed * 1_000_003 + step * 97,

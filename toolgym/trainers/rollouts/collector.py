@@ -20,6 +20,8 @@ class EpisodeSpec:
     seed: int
     group_id: int
     options: dict[str, Any] = field(default_factory=dict)
+    prompt_prefix: str = ""
+    """text put before the reset observation (a rollout strategy's demonstration)"""
 
 
 class RolloutCollector:
@@ -59,7 +61,7 @@ class RolloutCollector:
         builders = [self._builder(spec) for spec in specs]
         resets = await self.pool.reset_many(envs, [s.seed for s in specs], [dict(s.options) for s in specs])
         for builder, (obs, info) in zip(builders, resets, strict=True):
-            builder.start(obs)
+            builder.start(builder.episode.prompt_prefix + obs)
             builder.episode.task_id = info.get("task_id")
         active = list(range(len(specs)))
         turn = 0
@@ -79,6 +81,8 @@ class RolloutCollector:
             group_id=spec.group_id,
             seed=spec.seed,
             policy_version=self.engine.version,
+            path="tools_off" if spec.options.get("tools") == "none" else "tools_on",
+            prompt_prefix=spec.prompt_prefix,
         )
         return EpisodeBuilder(episode, self.tokenizer, self.fmt, self.max_tokens)
 

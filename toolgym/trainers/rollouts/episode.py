@@ -31,6 +31,11 @@ class Episode:
     finish_reason: str = ""
     policy_version: int = 0
     task_id: str | None = None
+    path: str = "tools_on"
+    """"tools_off" when the episode was reset with {"tools": "none"} (EAPO / AKBE tool-free rollouts)"""
+    prompt_prefix: str = ""
+    """text a rollout strategy put before the task (e.g. ToolExpander's demonstration); part of prompt_text"""
+    observations: list[str] = field(default_factory=list)
 
     @property
     def reward(self) -> float:
@@ -119,6 +124,7 @@ class EpisodeBuilder:
         ep = self.episode
         ep.rewards.append(float(reward))
         ep.infos.append(info)
+        ep.observations.append(observation)
         ep.terminated, ep.truncated = bool(terminated), bool(truncated)
         if ep.done:
             ep.finish_reason = "terminated" if terminated else "truncated"

@@ -34,6 +34,7 @@ def rollout_metrics(episodes: Sequence[Episode], seconds: float) -> dict[str, fl
         "rollout/model_tokens_mean": _mean([ep.num_model_tokens for ep in episodes]),
         "rollout/episode_tokens_mean": _mean([len(ep.token_ids) for ep in episodes]),
         "rollout/truncated_fraction": _mean([float(ep.truncated) for ep in episodes]),
+        "rollout/tools_off_fraction": _mean([float(ep.path == "tools_off") for ep in episodes]),
         "rollout/tokens_per_s": model_tokens / seconds if seconds > 0 else 0.0,
         "tools/calls_per_episode": len(calls) / max(len(episodes), 1),
         "tools/error_rate": _mean([float(not call.get("ok", call.get("error") is None)) for call in calls]),

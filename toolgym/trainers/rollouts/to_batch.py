@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from toolgym.trainers.batch import RolloutBatch, SpanType, ToolCallRecord, stable_key
+from toolgym.trainers.batch import Path, RolloutBatch, SpanType, ToolCallRecord, stable_key
 from toolgym.trainers.rollouts.episode import Episode
 
 
@@ -62,6 +62,7 @@ def episodes_to_batch(
         truncated=torch.tensor([ep.truncated for ep in episodes]),
         num_tool_calls=torch.tensor([len(ep.tool_calls) for ep in episodes], dtype=torch.long),
         num_turns=torch.tensor([ep.num_turns for ep in episodes], dtype=torch.long),
+        path=torch.tensor([int(Path.TOOLS_OFF if ep.path == "tools_off" else Path.TOOLS_ON) for ep in episodes]),
         resp_len=lengths - torch.tensor([ep.prompt_len for ep in episodes]),
         reward_components={
             k: torch.tensor([ep.reward_components.get(k, 0.0) for ep in episodes], dtype=torch.float32)

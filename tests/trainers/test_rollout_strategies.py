@@ -1,0 +1,120 @@
+"""Method rollout strategies in `toolgym train`: EAPO/AKBE tool-free rollouts, ToolExpander demonstrations,
+and a clear early error for the rollout kinds the Ray loop cannot make."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("ray")
+
+from toolgym.cli import main  # noqa: E402
+from toolgym.trainers.config import load_config  # noqa: E402
+from toolgym.trainers.logging import read_metrics  # noqa: E402
+from toolgym.trainers.methods import REGISTRY  # noqa: E402
+from toolgym.trainers.ray.driver import rollout_planner, train, train_specs  # noqa: E402
+from toolgym.trainers.rollouts.collector import RolloutCollector  # noqa: E402
+from toolgym.trainers.rollouts.envs import LocalEnvPool  # noqa: E402
+from toolgym.trainers.rollouts.strategy import UnsupportedRollout  # noqa: E402
+from toolgym.trainers.rollouts.to_batch import episodes_to_batch  # noqa: E402
+from toolgym.trainers.tiny import TINY_FORMAT  # noqa: E402
+
+UNSUPPORTED = {  # preset -> words the error must contain
+    "flow_grpo": "per_turn",
+    "matpo": "planner_worker",
+    "steptool": "offline",
+    "axpo": "forks",
+    "elpo": "forks",
+}
+
+
+def _cfg(*extra: str):
+    return load_config(None, ["rollout.prompts_per_step=2", "rollout.workers=1", *extra])
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY.names()))
+def test_every_preset_gets_a_planner_or_a_clear_error(name: str) -> None:
+    cfg = _cfg(f"algorithm.name={name}", "rollout.group_size=8")
+    if name not in UNSUPPORTED:
+        groups = train_specs(cfg, 0, rollout_planner(cfg))
+        assert [len(g) for g in groups] == [16]
+        return
+    with pytest.raises(UnsupportedRollout, match=UNSUPPORTED[name]) as caught:
+        rollout_planner(cfg)
+    assert name in str(caught.value)
+
+
+def test_eapo_and_akbe_plan_tool_free_rollouts_in_every_group() -> None:
+    cfg = _cfg("algorithm.name=eapo", "rollout.group_size=8")
+    eapo = train_specs(cfg, 3, rollout_planner(cfg))
+    off = [[s.options.get("tools") == "none" for s in eapo[0][g * 8 : (g + 1) * 8]] for g in range(2)]
+    assert off == [[False] * 6 + [True] * 2] * 2  # n_off = 2 of every group, same task (seed) as its group
+    assert len({s.seed for s in eapo[0][:8]}) == 1
+    akbe = rollout_planner(_cfg("algorithm.name=akbe", "rollout.group_size=8")).group(5, 0, 8)
+    assert sum(s.options.get("tools") == "none" for s in akbe) == 4  # 8 of 16 in the preset: half the group
+
+
+def test_eapo_group_size_must_leave_tool_rollouts() -> None:
+    with pytest.raises(UnsupportedRollout, match="group_size"):
+        rollout_planner(_cfg("algorithm.name=eapo", "rollout.group_size=2"))
+
+
+def test_tool_free_episodes_run_without_tools_and_are_marked_in_the_batch(tiny) -> None:
+    from toolgym.trainers.engines.hf import TransformersEngine
+
+    tokenizer, model = tiny
+    planner = rollout_planner(_cfg("algorithm.name=eapo", "rollout.group_size=4"))
+    specs = planner.group(seed=7, group_id=0, n=4)
+    engine = TransformersEngine(model, tokenizer.pad_token_id)
+    collector = RolloutCollector(engine, tokenizer, TINY_FORMAT, LocalEnvPool("toolgym/Calculator-v0"))
+    episodes = collector.collect(specs, collector.sampling(1.0, 8, seed=0))
+    assert [ep.path for ep in episodes] == ["tools_on", "tools_on", "tools_off", "tools_off"]
+    assert [bool(collector.pool.envs[i].unwrapped.tool_specs) for i in range(4)] == [True, True, False, False]
+    batch = episodes_to_batch(episodes, tokenizer.pad_token_id)
+    assert batch.path.tolist() == [0, 0, 1, 1]
+
+
+def test_toolexpander_prefixes_a_demonstration_to_unsolved_tasks(tiny) -> None:
+    from toolgym.trainers.rollouts.episode import Episode
+
+    planner = rollout_planner(_cfg("algorithm.name=toolexpander", "rollout.group_size=2"))
+    solved = Episode("a", 0, seed=1, prompt_text="What is 1 + 1?", actions=["<answer>2</answer>"], rewards=[1.0])
+    solved.infos, solved.observations = [{"reward_components": {"success": 1.0}}], [""]
+    unsolved = Episode("b", 1, seed=2, prompt_text="What is 2 + 2?", actions=["<answer>5</answer>"], rewards=[0.0])
+    unsolved.infos, unsolved.observations = [{"reward_components": {"success": 0.0}}], [""]
+    planner.observe([solved, unsolved])
+    assert planner.group(2, 5, 2)[0].prompt_prefix.startswith("Example of a solved task:\nTask: What is 1 + 1?")
+    assert planner.group(1, 6, 2)[0].prompt_prefix == ""
+
+
+def test_cli_fails_fast_for_an_unsupported_rollout_kind(capsys, tmp_path) -> None:
+    code = main(["train", "algorithm.name=flow_grpo", f"output_dir={tmp_path}"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "flow_grpo" in err and "per_turn" in err
+    assert not any(tmp_path.iterdir())  # nothing was built or started
+
+
+def test_eapo_trains_one_step_with_tool_free_rollouts(ray_session, tiny_path, tmp_path) -> None:
+    cfg = load_config(
+        None,
+        [
+            "algorithm.name=eapo",
+            "rollout.prompts_per_step=2",
+            "rollout.group_size=4",
+            "rollout.max_new_tokens=8",
+            "rollout.max_tokens=160",
+            "env.kwargs={max_turns: 2}",
+            "eval.tasks=2",
+            "eval.max_new_tokens=8",
+            "optim.drop_zero_advantage=false",
+            f"model.path={tiny_path}",
+            f"output_dir={tmp_path}",
+            "steps=1",
+        ],
+    )
+    result = train(cfg, progress=False)
+    assert result.steps == 1
+    record = next(r for r in read_metrics(cfg.run_dir / "metrics.jsonl") if "rollout/reward_mean" in r)
+    assert record["rollout/episodes"] == 8 and record["rollout/tools_off_fraction"] == 0.5
+    assert "losses/total" in record and record["losses/grad_norm"] == record["losses/grad_norm"]
