@@ -34,10 +34,11 @@ def _cfg(*extra: str):
 
 @pytest.mark.parametrize("name", sorted(REGISTRY.names()))
 def test_every_preset_gets_a_planner_or_a_clear_error(name: str) -> None:
-    cfg = _cfg(f"algorithm.name={name}", "rollout.group_size=8")
+    size = 1 if REGISTRY.get(name).rollout.kind == "single_stream" else 8
+    cfg = _cfg(f"algorithm.name={name}", f"rollout.group_size={size}")
     if name not in UNSUPPORTED:
         groups = train_specs(cfg, 0, rollout_planner(cfg))
-        assert [len(g) for g in groups] == [16]
+        assert [len(g) for g in groups] == [2 * size]
         return
     with pytest.raises(UnsupportedRollout, match=UNSUPPORTED[name]) as caught:
         rollout_planner(cfg)
@@ -54,9 +55,17 @@ def test_eapo_and_akbe_plan_tool_free_rollouts_in_every_group() -> None:
     assert sum(s.options.get("tools") == "none" for s in akbe) == 4  # 8 of 16 in the preset: half the group
 
 
-def test_eapo_group_size_must_leave_tool_rollouts() -> None:
+def test_group_size_must_fit_the_method() -> None:
     with pytest.raises(UnsupportedRollout, match="group_size"):
         rollout_planner(_cfg("algorithm.name=eapo", "rollout.group_size=2"))
+    with pytest.raises(UnsupportedRollout, match="group_size=1"):
+        rollout_planner(_cfg("algorithm.name=spo", "rollout.group_size=8"))
+
+
+def test_sampling_the_trainer_does_not_do_is_said() -> None:
+    notes = rollout_planner(_cfg("algorithm.name=spo", "rollout.group_size=1")).notes
+    assert any("spo_priority" in note for note in notes)
+    assert rollout_planner(_cfg("algorithm.name=grpo")).notes == []
 
 
 def test_tool_free_episodes_run_without_tools_and_are_marked_in_the_batch(tiny) -> None:

@@ -143,6 +143,9 @@ def train(cfg: TrainConfig, progress: bool = True, on_line: Callable[[str], None
     """Run SFT warm start (tiny model), evaluation, the RL loop and the final evaluation."""
     say = on_line or (lambda line: logger.info("%s", line))
     planner = rollout_planner(cfg)  # fails fast, before SFT and Ray, for rollouts this loop cannot make
+    for note in planner.notes:
+        logger.warning("%s", note)
+        say(f"note: {note}")
     clock = _Clock(cfg)
     run_dir = cfg.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)

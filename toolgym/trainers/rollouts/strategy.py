@@ -27,7 +27,7 @@ class UnsupportedRollout(ValueError):
     """The method needs rollouts `toolgym train` cannot produce."""
 
 
-def check_supported(preset: Any) -> None:
+def check_supported(preset: Any, group_size: int) -> None:
     """Raise `UnsupportedRollout` naming the reason when `toolgym train` cannot sample for `preset`."""
     kind = preset.rollout.kind
     if kind in UNSUPPORTED_KINDS:
@@ -35,12 +35,33 @@ def check_supported(preset: Any) -> None:
             f"method {preset.name!r} (rollout kind {kind!r}) cannot be trained by `toolgym train`: "
             f"{UNSUPPORTED_KINDS[kind]}"
         )
+    if kind == "single_stream" and group_size != 1:
+        raise UnsupportedRollout(
+            f"method {preset.name!r} samples one rollout per prompt (rollout kind 'single_stream'): "
+            f"set rollout.group_size=1 (got {group_size})"
+        )
     strategy = dict(preset.rollout.options).get("strategy", "plain")
     if strategy in UNSUPPORTED_STRATEGIES:
         raise UnsupportedRollout(
             f"method {preset.name!r} (rollout strategy {strategy!r}) cannot be trained by `toolgym train`: "
             f"{UNSUPPORTED_STRATEGIES[strategy]}"
         )
+
+
+def approximations(preset: Any) -> list[str]:
+    """What of the method's sampling side `toolgym train` does not do (said at the start of a run)."""
+    notes = []
+    if preset.prompt_sampler is not None:
+        notes.append(
+            f"method {preset.name!r}: prompt sampler {preset.prompt_sampler.name!r} is not applied; "
+            "training tasks are drawn uniformly from the env's seeds"
+        )
+    if preset.group_filter is not None:
+        notes.append(
+            f"method {preset.name!r}: groups dropped by {preset.group_filter.name!r} are not regenerated; "
+            "the step trains on the groups kept"
+        )
+    return notes
 
 
 class _NoForks:
@@ -58,8 +79,9 @@ class GroupPlanner:
     """
 
     def __init__(self, preset: Any, group_size: int) -> None:
-        check_supported(preset)
+        check_supported(preset, group_size)
         self.name = preset.name
+        self.notes = approximations(preset)
         self.strategy = _make_strategy(preset, group_size)
         self.tools_off = getattr(self.strategy, "n_off", 0)
         if self.tools_off >= group_size:

@@ -49,8 +49,15 @@ episodes are sampled. The hooks live in `toolgym.trainers.methods.strategies`:
    `branch_point` with loss mask 0 on the shared prefix (`traces_to_batch`).
 
 `bench/methods.py` runs every method through this protocol in process (`ForkRunner` over the tiny
-engine). The Ray driver of `toolgym train` samples plain groups: a method's strategy only takes
-effect there once its rollout workers call these hooks.
+engine). `toolgym train` (`toolgym.trainers.rollouts.strategy.GroupPlanner`, local envs and HTTP)
+calls `plan` for every group and `expand` after each step without a fork runner: EAPO's tool-free
+rollouts, AKBE's dual path (`n_tools_off / n` of each group without tools) and ToolExpander's
+demonstrations (tasks no rollout of a group solved) run there. It fails at start, naming the
+reason, for what its Ray workers cannot sample: forks (AXPO, ELPO), `per_turn` (Flow-GRPO),
+`planner_worker` (MATPO) and `offline` (StepTool) rollouts, and `single_stream` (SPO) unless
+`rollout.group_size=1`. Prompt samplers (SPO, VSPO) are not applied and groups a group filter drops
+are not regenerated; a run says so when it starts. The learner (`Learner.rl_step`) trains every
+preset, a value head included for critic methods (PPO, OTC-PPO, StepTool).
 
 Asynchronous rollouts (HisPO) need `policy_version` per row, `rollout_logprobs` and the learner's
 current version in `batch.meta["policy_version"]`; progressive reward shaping (VSPO) reads the
