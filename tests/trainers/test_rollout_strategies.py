@@ -23,9 +23,9 @@ UNSUPPORTED = {  # preset -> words the error must contain
     "flow_grpo": "per_turn",
     "matpo": "planner_worker",
     "steptool": "offline",
-    "axpo": "forks",
     "elpo": "forks",
 }
+ENV = "toolgym/Calculator-v0"
 
 
 def _cfg(*extra: str):
@@ -94,6 +94,81 @@ def test_toolexpander_prefixes_a_demonstration_to_unsolved_tasks(tiny) -> None:
     planner.observe([solved, unsolved])
     assert planner.group(2, 5, 2)[0].prompt_prefix.startswith("Example of a solved task:\nTask: What is 1 + 1?")
     assert planner.group(1, 6, 2)[0].prompt_prefix == ""
+
+
+def test_axpo_forks_need_local_envs() -> None:
+    assert rollout_planner(_cfg("algorithm.name=axpo")).fork_options["strategy"] == "axpo_resample"
+    with pytest.raises(UnsupportedRollout, match="local envs"):
+        rollout_planner(_cfg("algorithm.name=axpo", "env.server_url=http://127.0.0.1:1"))
+
+
+class CalculatorEngine:
+    """Writes "Let me check.<tool_call>…</tool_call>" then "<answer>(the tool's result)</answer>".
+
+    The first `n_wrong` calls compute "1 + 1" instead of the task; later calls alternate right and wrong.
+    """
+
+    def __init__(self, tokenizer, n_wrong: int) -> None:
+        self.tokenizer, self.version, self.calls, self.n_wrong = tokenizer, 0, 0, n_wrong
+
+    def _ids(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False)) + [TINY_FORMAT.end_id(self.tokenizer)]
+
+    def _text(self, context: str) -> str:
+        import re
+
+        if "<tool_response>" in context:
+            return f"<answer>{re.findall(r'-?[0-9]+', context.rsplit('<tool_response>', 1)[1])[0]}</answer>"
+        self.calls += 1
+        task = max(re.findall(r"[0-9(][0-9 ()+*-]*[0-9)]", context.split("<|assistant|>")[0]), key=len)
+        expr = "1 + 1" if self.calls <= self.n_wrong or self.calls % 2 else task
+        return 'Let me check.<tool_call>{"name": "calculator", "arguments": {"expression": "' + expr + '"}}</tool_call>'
+
+    def generate(self, requests, params):
+        from toolgym.trainers.engines.base import GenOutput
+
+        outs = []
+        for r in requests:
+            ids = self._ids(self._text(self.tokenizer.decode(r.token_ids)))
+            outs.append(GenOutput(ids, [-0.3] * len(ids)))
+        return outs
+
+    def release(self, seq_ids) -> None:
+        pass
+
+
+def test_axpo_resamples_all_wrong_groups_through_forks_of_local_envs(tiny) -> None:
+    import asyncio
+
+    from toolgym.trainers.learner import Learner, LearnerConfig
+    from toolgym.trainers.methods import build_algorithm
+    from toolgym.trainers.rollouts.strategy import EngineForks, expand_groups
+
+    tokenizer, model = tiny
+    planner = rollout_planner(_cfg("algorithm.name=axpo", "rollout.group_size=2"))
+    collector = RolloutCollector(CalculatorEngine(tokenizer, 2), tokenizer, TINY_FORMAT, LocalEnvPool(ENV))
+    collector.snapshots = True
+    params = collector.sampling(1.0, 64)
+    episodes = collector.collect(planner.group(3, 0, 2), params)
+    assert all(ep.reward_components.get("success", 0) == 0 and len(ep.states) == ep.num_turns for ep in episodes)
+    out = expand_groups(planner.fork_options, episodes, EngineForks(collector, params, asyncio.run))
+    assert len(out) == 2 + 4  # n_prefixes=1 prefix resampled n_resample=4 times
+    parent = next(ep for ep in episodes if ep.seq_id == out[2].parent_seq_id)
+    for fork in out[2:]:
+        cut = fork.branch_point
+        prefix = "Let me check."
+        assert fork.token_ids[:cut] == parent.token_ids[:cut] and sum(fork.loss_mask[:cut]) == 0
+        assert sum(fork.loss_mask[cut:]) > 0 and fork.actions[0].startswith(prefix + "Let me check.<tool_call>")
+        assert tokenizer.decode(fork.token_ids[parent.prompt_len : cut]) == prefix  # the frozen thinking
+        assert fork.num_turns == 2 and fork.infos[0]["tool_calls"]
+    batch = episodes_to_batch(out, tokenizer.pad_token_id)
+    row = out.index(parent)
+    assert batch.parent_id.tolist() == [-1, -1, row, row, row, row]
+    assert (batch.branch_point[2:] > 0).all() and (batch.branch_point[:2] == -1).all()
+    learner = Learner(model.__class__(model.config), build_algorithm("axpo"), LearnerConfig(lr=1e-2))
+    metrics = learner.rl_step(batch)
+    assert sorted(batch.reward[2:].tolist()) == [0.0, 0.0, 1.0, 1.0]  # resamples of the call: two now solve it
+    assert "losses/skipped" not in metrics and metrics["losses/total"] == metrics["losses/total"]
 
 
 def test_cli_fails_fast_for_an_unsupported_rollout_kind(capsys, tmp_path) -> None:

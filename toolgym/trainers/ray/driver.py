@@ -40,7 +40,8 @@ def rollout_planner(cfg: TrainConfig) -> GroupPlanner:
     """The method's rollout strategy for this run; raises a clear error for rollouts `toolgym train` cannot make."""
     from toolgym.trainers.methods import resolve_preset
 
-    return GroupPlanner(resolve_preset(cfg.algorithm.name, cfg.algorithm.overrides), cfg.rollout.group_size)
+    preset = resolve_preset(cfg.algorithm.name, cfg.algorithm.overrides)
+    return GroupPlanner(preset, cfg.rollout.group_size, local_envs=cfg.env.server_url is None)
 
 
 def train_specs(cfg: TrainConfig, step: int, planner: GroupPlanner | None = None) -> list[list[EpisodeSpec]]:
@@ -70,10 +71,13 @@ def launch_rollouts(
     *,
     greedy: bool = False,
     seed: int | None = None,
+    expand: dict[str, Any] | None = None,
 ) -> list[Any]:
-    """Start every worker on its part; returns the object refs."""
+    """Start every worker on its part (`expand`: a fork strategy's options); returns the object refs."""
     return [
-        w.rollout.remote(p, temperature, max_new_tokens, greedy=greedy, seed=None if seed is None else seed + i)
+        w.rollout.remote(
+            p, temperature, max_new_tokens, greedy=greedy, seed=None if seed is None else seed + i, expand=expand
+        )
         for i, (w, p) in enumerate(zip(actors.workers, parts, strict=True))
     ]
 
@@ -248,6 +252,7 @@ def _launch_train(cfg: TrainConfig, actors: Actors, step: int, planner: GroupPla
         cfg.rollout.temperature,
         cfg.rollout.max_new_tokens,
         seed=cfg.seed * 1_000_003 + step * 97,
+        expand=planner.fork_options,
     )
 
 

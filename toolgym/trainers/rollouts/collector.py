@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,7 @@ class RolloutCollector:
         self.max_tokens = max_tokens
         self._ids = itertools.count()
         self.name = name
+        self.snapshots = False  # record env.unwrapped.get_state() before each step (local envs; for forks)
 
     def sampling(
         self, temperature: float, max_new_tokens: int, *, greedy: bool = False, seed: int | None = None
@@ -94,10 +96,55 @@ class RolloutCollector:
         turn_params = params if params.seed is None else _reseed(params, params.seed + turn)
         outputs = self.engine.generate(requests, turn_params)
         actions = [builders[i].add_model_turn(out) for i, out in zip(active, outputs, strict=True)]
+        if self.snapshots:
+            for i in active:
+                builders[i].episode.states.append(envs[i].unwrapped.get_state())
         results = await self.pool.step_many([envs[i] for i in active], actions)
         for i, (obs, reward, terminated, truncated, info) in zip(active, results, strict=True):
             builders[i].add_env_step(obs, reward, terminated, truncated, info)
         return [i for i in active if not builders[i].episode.done]
+
+
+async def afork(
+    collector: RolloutCollector, parent: Episode, turn: int, prefix_ids: list[int], params: SamplingParams
+) -> Episode:
+    """A new episode sharing `parent`'s tokens before turn `turn` (loss mask 0), then `prefix_ids`
+    (frozen, mask 0), regenerated from there on a local env restored to the parent's snapshot."""
+    if len(parent.states) <= turn:
+        raise ValueError(f"cannot fork at turn {turn}: the parent recorded {len(parent.states)} env snapshots")
+    (env,) = await collector.pool.acquire(1)
+    options = {"tools": "none"} if parent.path == "tools_off" else {}
+    await collector.pool.reset_many([env], [parent.seed], [options])
+    env.unwrapped.set_state(copy.deepcopy(parent.states[turn]))
+    builder = collector._builder(EpisodeSpec(parent.seed, parent.group_id, options, parent.prompt_prefix))
+    _copy_prefix(builder.episode, parent, turn, prefix_ids)
+    first = True
+    while not builder.episode.done:
+        out = collector.engine.generate([GenRequest(builder.episode.seq_id, builder.episode.token_ids)], params)[0]
+        action = builder.add_model_turn(out)
+        if first and prefix_ids:
+            action = collector.tokenizer.decode(prefix_ids, skip_special_tokens=False) + action
+            builder.episode.actions[-1] = action
+        first = False
+        builder.episode.states.append(env.unwrapped.get_state())
+        ((obs, reward, terminated, truncated, info),) = await collector.pool.step_many([env], [action])
+        builder.add_env_step(obs, reward, terminated, truncated, info)
+    collector.engine.release([builder.episode.seq_id])
+    return builder.episode
+
+
+def _copy_prefix(ep: Episode, parent: Episode, turn: int, prefix_ids: list[int]) -> None:
+    start = next((t for t, k in enumerate(parent.turn_idx) if k == turn), len(parent.token_ids))
+    ep.token_ids = parent.token_ids[:start] + list(prefix_ids)
+    ep.loss_mask = [0] * len(ep.token_ids)
+    ep.logprobs = [0.0] * len(ep.token_ids)
+    ep.turn_idx = parent.turn_idx[:start] + [-1] * len(prefix_ids)
+    ep.span_type = parent.span_type[:start] + parent.span_type[start : start + len(prefix_ids)]
+    ep.prompt_len, ep.prompt_text, ep.task_id = parent.prompt_len, parent.prompt_text, parent.task_id
+    ep.actions, ep.rewards = list(parent.actions[:turn]), list(parent.rewards[:turn])
+    ep.infos, ep.observations = list(parent.infos[:turn]), list(parent.observations[:turn])
+    ep.states = list(parent.states[:turn])
+    ep.parent_seq_id, ep.branch_point = parent.seq_id, len(ep.token_ids)
 
 
 def _reseed(params: SamplingParams, seed: int) -> SamplingParams:

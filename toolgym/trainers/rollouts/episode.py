@@ -36,6 +36,12 @@ class Episode:
     prompt_prefix: str = ""
     """text a rollout strategy put before the task (e.g. ToolExpander's demonstration); part of prompt_text"""
     observations: list[str] = field(default_factory=list)
+    states: list[dict[str, Any]] = field(default_factory=list)
+    """env snapshots (`get_state()`) before each step, recorded only when forks need them"""
+    parent_seq_id: str | None = None
+    """seq_id of the episode this one was forked from"""
+    branch_point: int = -1
+    """token index where a fork's own (trainable) tokens start; -1: not a fork"""
 
     @property
     def reward(self) -> float:

@@ -16,18 +16,17 @@ UNSUPPORTED_KINDS = {
     "offline": "it trains on fixed offline trajectories (StepTool), while `toolgym train` samples online rollouts",
 }
 UNSUPPORTED_STRATEGIES = {
-    "axpo_resample": "AXPO resamples from prefixes of earlier turns through env forks, "
-    "which the Ray rollout workers do not record",
     "elpo_binary_search": "ELPO's binary search forks episodes at earlier turns through env snapshots, "
     "which the Ray rollout workers do not record",
 }
+FORK_STRATEGIES = frozenset({"axpo_resample"})  # run by the rollout workers on local envs
 
 
 class UnsupportedRollout(ValueError):
     """The method needs rollouts `toolgym train` cannot produce."""
 
 
-def check_supported(preset: Any, group_size: int) -> None:
+def check_supported(preset: Any, group_size: int, local_envs: bool = True) -> None:
     """Raise `UnsupportedRollout` naming the reason when `toolgym train` cannot sample for `preset`."""
     kind = preset.rollout.kind
     if kind in UNSUPPORTED_KINDS:
@@ -41,6 +40,11 @@ def check_supported(preset: Any, group_size: int) -> None:
             f"set rollout.group_size=1 (got {group_size})"
         )
     strategy = dict(preset.rollout.options).get("strategy", "plain")
+    if strategy in FORK_STRATEGIES and not local_envs:
+        raise UnsupportedRollout(
+            f"method {preset.name!r} (rollout strategy {strategy!r}) forks episodes from env snapshots: "
+            "`toolgym train` does this with local envs only (leave env.server_url unset)"
+        )
     if strategy in UNSUPPORTED_STRATEGIES:
         raise UnsupportedRollout(
             f"method {preset.name!r} (rollout strategy {strategy!r}) cannot be trained by `toolgym train`: "
@@ -78,9 +82,12 @@ class GroupPlanner:
     `{"tools": "none"}`; ToolExpander prefixes a demonstration to tasks no rollout solved.
     """
 
-    def __init__(self, preset: Any, group_size: int) -> None:
-        check_supported(preset, group_size)
+    def __init__(self, preset: Any, group_size: int, local_envs: bool = True) -> None:
+        check_supported(preset, group_size, local_envs)
         self.name = preset.name
+        options = dict(preset.rollout.options)
+        self.fork_options = options if options.get("strategy") in FORK_STRATEGIES else None
+        """the strategy options the rollout workers expand each group with (forks), else None"""
         self.notes = approximations(preset)
         self.strategy = _make_strategy(preset, group_size)
         self.tools_off = getattr(self.strategy, "n_off", 0)
@@ -99,6 +106,8 @@ class GroupPlanner:
 
     def observe(self, episodes: Sequence[Episode]) -> None:
         """After a step's rollouts: marks unsolved tasks hard and lets the strategy see the traces."""
+        if self.fork_options is not None:
+            return  # the workers expanded every group already
         mark_hard = getattr(self.strategy, "mark_hard", None)
         if mark_hard is not None:
             for seed in _unsolved_seeds(episodes):
@@ -125,14 +134,67 @@ def _unsolved_seeds(episodes: Sequence[Episode]) -> set[int]:
     return {seed for seed, ok in solved.items() if not ok}
 
 
-def _trace(ep: Episode) -> Any:
-    """A text-level view of an episode (no env snapshots: it cannot be forked)."""
+def _trace(ep: Episode, sample_id: int = 0) -> Any:
+    """A text-level view of an episode: its snapshots (if recorded) and each turn's uncertainty
+    (−mean log-prob of the turn's sampled tokens, what AXPO ranks prefixes by)."""
     from toolgym.trainers.methods.strategies import EpisodePlan, Trace, TurnRecord
 
     plan = EpisodePlan(ep.seed, ep.group_id, {"tools": "none"} if ep.path == "tools_off" else {}, ep.prompt_prefix)
     plan.path = ep.path
+    states = ep.states + [{}] * (len(ep.actions) - len(ep.states))
     turns = [
-        TurnRecord({}, action, obs, float(reward), info)
-        for action, obs, reward, info in zip(ep.actions, ep.observations, ep.rewards, ep.infos, strict=False)
+        TurnRecord(state, action, obs, float(reward), {**info, "uncertainty": _uncertainty(ep, k)})
+        for k, (state, action, obs, reward, info) in enumerate(
+            zip(states, ep.actions, ep.observations, ep.rewards, ep.infos, strict=False)
+        )
     ]
-    return Trace(plan, ep.prompt_text, 0, turns, ep.terminated, ep.truncated)
+    return Trace(plan, ep.prompt_text, sample_id, turns, ep.terminated, ep.truncated, meta={"episode": ep})
+
+
+def _uncertainty(ep: Episode, turn: int) -> float:
+    logps = [lp for lp, k, m in zip(ep.logprobs, ep.turn_idx, ep.loss_mask, strict=False) if k == turn and m]
+    return -sum(logps) / len(logps) if logps else 0.0
+
+
+class EngineForks:
+    """The fork runner the rollout workers hand to `expand`: forks run on the engine and a local env."""
+
+    def __init__(self, collector: Any, params: Any, run: Any) -> None:
+        self.collector, self.params, self.run = collector, params, run
+        self.forked = 0
+
+    def fork(self, parent: Any, turn: int, prefix: str = "") -> Any:
+        """The parent's episode up to `turn` (plus the frozen `prefix` of that turn's action), regenerated."""
+        from toolgym.trainers.rollouts.collector import afork
+
+        episode: Episode = parent.meta["episode"]
+        prefix_ids = _prefix_ids(self.collector.tokenizer, episode, turn, prefix)
+        child = self.run(afork(self.collector, episode, turn, prefix_ids, self.params))
+        self.forked += 1
+        trace = _trace(child, -1 - self.forked)
+        trace.parent_id, trace.branch_turn, trace.branch_prefix = parent.sample_id, turn, prefix
+        return trace
+
+
+def _prefix_ids(tokenizer: Any, ep: Episode, turn: int, prefix: str) -> list[int]:
+    """The parent's own sampled tokens that spell `prefix` at the start of turn `turn` (else `prefix` encoded)."""
+    ids = [t for t, k in zip(ep.token_ids, ep.turn_idx, strict=True) if k == turn]
+    text = ""
+    for n, token in enumerate(ids):
+        if text == prefix:
+            return ids[:n]
+        text += tokenizer.decode([token], skip_special_tokens=False)
+    return list(tokenizer.encode(prefix, add_special_tokens=False)) if prefix else []
+
+
+def expand_groups(options: dict[str, Any], episodes: list[Episode], forks: EngineForks) -> list[Episode]:
+    """The worker side of a fork strategy: each group's episodes plus the forks `expand` adds."""
+    from toolgym.trainers.methods.strategies import make_strategy
+
+    strategy = make_strategy(options)
+    out: list[Episode] = []
+    for gid in dict.fromkeys(ep.group_id for ep in episodes):
+        group = [ep for ep in episodes if ep.group_id == gid]
+        traces = strategy.expand([_trace(ep, i) for i, ep in enumerate(group)], forks)
+        out += [t.meta["episode"] for t in traces]
+    return out

@@ -62,6 +62,8 @@ def episodes_to_batch(
         truncated=torch.tensor([ep.truncated for ep in episodes]),
         num_tool_calls=torch.tensor([len(ep.tool_calls) for ep in episodes], dtype=torch.long),
         num_turns=torch.tensor([ep.num_turns for ep in episodes], dtype=torch.long),
+        parent_id=_parent_rows(episodes),
+        branch_point=torch.tensor([ep.branch_point for ep in episodes], dtype=torch.long),
         path=torch.tensor([int(Path.TOOLS_OFF if ep.path == "tools_off" else Path.TOOLS_ON) for ep in episodes]),
         resp_len=lengths - torch.tensor([ep.prompt_len for ep in episodes]),
         reward_components={
@@ -73,6 +75,12 @@ def episodes_to_batch(
         answers=[_answer(ep) for ep in episodes],
         infos=[ep.infos for ep in episodes],
     )
+
+
+def _parent_rows(episodes: Sequence[Episode]) -> torch.Tensor:
+    """Row (= sample_id) of each fork's parent in this batch, -1 for episodes that are not forks. [B]."""
+    rows = {ep.seq_id: i for i, ep in enumerate(episodes)}
+    return torch.tensor([rows.get(ep.parent_seq_id or "", -1) for ep in episodes], dtype=torch.long)
 
 
 def _reward(ep: Episode, key: str | None) -> float:
