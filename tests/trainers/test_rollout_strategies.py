@@ -23,7 +23,6 @@ UNSUPPORTED = {  # preset -> words the error must contain
     "flow_grpo": "per_turn",
     "matpo": "planner_worker",
     "steptool": "offline",
-    "elpo": "forks",
 }
 ENV = "toolgym/Calculator-v0"
 
@@ -169,6 +168,26 @@ def test_axpo_resamples_all_wrong_groups_through_forks_of_local_envs(tiny) -> No
     metrics = learner.rl_step(batch)
     assert sorted(batch.reward[2:].tolist()) == [0.0, 0.0, 1.0, 1.0]  # resamples of the call: two now solve it
     assert "losses/skipped" not in metrics and metrics["losses/total"] == metrics["losses/total"]
+
+
+def test_elpo_probes_forks_and_labels_the_critical_turn(tiny) -> None:
+    import asyncio
+
+    from toolgym.trainers.rollouts.strategy import EngineForks, expand_groups
+
+    tokenizer, _ = tiny
+    planner = rollout_planner(_cfg("algorithm.name=elpo", "rollout.group_size=2"))
+    collector = RolloutCollector(CalculatorEngine(tokenizer, 2), tokenizer, TINY_FORMAT, LocalEnvPool(ENV))
+    collector.snapshots = True
+    params = collector.sampling(1.0, 64)
+    episodes = collector.collect(planner.group(4, 0, 2), params)
+    out = expand_groups(planner.fork_options, episodes, EngineForks(collector, params, asyncio.run))
+    probes = out[2:]
+    assert probes and all(p.parent_seq_id in {e.seq_id for e in episodes} for p in probes)
+    assert all(p.actions[0] == out[0].actions[0] or p.actions[0] == out[1].actions[0] for p in probes)  # turn 0 kept
+    batch = episodes_to_batch(out, tokenizer.pad_token_id)
+    assert batch.reward_components["elpo_critical_turn"][:2].tolist() == [0.0, 0.0]  # every probe of turn 1 failed
+    assert (batch.reward_components["elpo_critical_turn"][2:] == -1).all()
 
 
 def test_cli_fails_fast_for_an_unsupported_rollout_kind(capsys, tmp_path) -> None:

@@ -42,6 +42,8 @@ class Episode:
     """seq_id of the episode this one was forked from"""
     branch_point: int = -1
     """token index where a fork's own (trainable) tokens start; -1: not a fork"""
+    labels: dict[str, float] = field(default_factory=dict)
+    """per-episode values a rollout strategy attached (e.g. ELPO's critical turn), kept as reward components"""
 
     @property
     def reward(self) -> float:
@@ -65,7 +67,7 @@ class Episode:
         for info in self.infos:
             for name, value in (info.get("reward_components") or {}).items():
                 total[name] = total.get(name, 0.0) + float(value)
-        return total
+        return {**total, **self.labels}
 
     @property
     def tool_calls(self) -> list[dict[str, Any]]:

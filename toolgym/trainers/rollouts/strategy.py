@@ -15,11 +15,9 @@ UNSUPPORTED_KINDS = {
     "which the Ray rollout workers do not run",
     "offline": "it trains on fixed offline trajectories (StepTool), while `toolgym train` samples online rollouts",
 }
-UNSUPPORTED_STRATEGIES = {
-    "elpo_binary_search": "ELPO's binary search forks episodes at earlier turns through env snapshots, "
-    "which the Ray rollout workers do not record",
-}
-FORK_STRATEGIES = frozenset({"axpo_resample"})  # run by the rollout workers on local envs
+UNSUPPORTED_STRATEGIES: dict[str, str] = {}
+FORK_STRATEGIES = frozenset({"axpo_resample", "elpo_binary_search"})  # run by the rollout workers on local envs
+ELPO_CRITICAL = "elpo_critical_turn"  # the reward component ELPO's estimator reads (-1: no critical turn)
 
 
 class UnsupportedRollout(ValueError):
@@ -191,10 +189,13 @@ def expand_groups(options: dict[str, Any], episodes: list[Episode], forks: Engin
     """The worker side of a fork strategy: each group's episodes plus the forks `expand` adds."""
     from toolgym.trainers.methods.strategies import make_strategy
 
-    strategy = make_strategy(options)
+    strategy: Any = make_strategy(options)
     out: list[Episode] = []
     for gid in dict.fromkeys(ep.group_id for ep in episodes):
         group = [ep for ep in episodes if ep.group_id == gid]
         traces = strategy.expand([_trace(ep, i) for i, ep in enumerate(group)], forks)
+        if options.get("strategy") == "elpo_binary_search":
+            for t in traces:
+                t.meta["episode"].labels[ELPO_CRITICAL] = float(t.meta.get("critical_turn", -1))
         out += [t.meta["episode"] for t in traces]
     return out
