@@ -62,9 +62,10 @@ class RolloutCollector:
         envs = await self.pool.acquire(len(specs))
         builders = [self._builder(spec) for spec in specs]
         resets = await self.pool.reset_many(envs, [s.seed for s in specs], [dict(s.options) for s in specs])
-        for builder, (obs, info) in zip(builders, resets, strict=True):
+        for builder, env, (obs, info) in zip(builders, envs, resets, strict=True):
             builder.start(builder.episode.prompt_prefix + obs)
             builder.episode.task_id = info.get("task_id")
+            builder.episode.gold = _gold(env)
         active = list(range(len(specs)))
         turn = 0
         while active:
@@ -141,10 +142,19 @@ def _copy_prefix(ep: Episode, parent: Episode, turn: int, prefix_ids: list[int])
     ep.turn_idx = parent.turn_idx[:start] + [-1] * len(prefix_ids)
     ep.span_type = parent.span_type[:start] + parent.span_type[start : start + len(prefix_ids)]
     ep.prompt_len, ep.prompt_text, ep.task_id = parent.prompt_len, parent.prompt_text, parent.task_id
+    ep.gold = parent.gold
     ep.actions, ep.rewards = list(parent.actions[:turn]), list(parent.rewards[:turn])
     ep.infos, ep.observations = list(parent.infos[:turn]), list(parent.observations[:turn])
     ep.states = list(parent.states[:turn])
     ep.parent_seq_id, ep.branch_point = parent.seq_id, len(ep.token_ids)
+
+
+def _gold(env: Any) -> dict[str, Any] | None:
+    """The gold actions and answer of a local env's current task (None for server sessions)."""
+    task = getattr(getattr(env, "unwrapped", None), "task", None)
+    if task is None:
+        return None
+    return {"actions": list(task.gold_actions), "answer": task.answer}
 
 
 def _reseed(params: SamplingParams, seed: int) -> SamplingParams:

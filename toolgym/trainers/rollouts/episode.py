@@ -42,6 +42,8 @@ class Episode:
     """seq_id of the episode this one was forked from"""
     branch_point: int = -1
     """token index where a fork's own (trainable) tokens start; -1: not a fork"""
+    gold: dict[str, Any] | None = None
+    """the task's gold {"actions": [...], "answer": ...} (local envs only: a server does not reveal it)"""
     labels: dict[str, float] = field(default_factory=dict)
     """per-episode values a rollout strategy attached (e.g. ELPO's critical turn), kept as reward components"""
 

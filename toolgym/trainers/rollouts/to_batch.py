@@ -73,6 +73,8 @@ def episodes_to_batch(
         finish_reason=[ep.finish_reason for ep in episodes],
         tool_calls=[_tool_calls(ep) for ep in episodes],
         answers=[_answer(ep) for ep in episodes],
+        response_text=["".join(ep.actions) for ep in episodes],
+        gold=_gold(episodes),
         infos=[ep.infos for ep in episodes],
     )
 
@@ -81,6 +83,17 @@ def _parent_rows(episodes: Sequence[Episode]) -> torch.Tensor:
     """Row (= sample_id) of each fork's parent in this batch, -1 for episodes that are not forks. [B]."""
     rows = {ep.seq_id: i for i, ep in enumerate(episodes)}
     return torch.tensor([rows.get(ep.parent_seq_id or "", -1) for ep in episodes], dtype=torch.long)
+
+
+def _gold(episodes: Sequence[Episode]) -> list[Any] | None:
+    """`{"calls": [...], "answer": ...}` per episode (methods.md §5.1), when every episode knows its task's gold."""
+    if any(ep.gold is None for ep in episodes):
+        return None
+    from types import SimpleNamespace
+
+    from toolgym.trainers.methods.trace_batch import gold_of
+
+    return [gold_of(SimpleNamespace(meta={"gold": ep.gold})) for ep in episodes]  # type: ignore[arg-type]
 
 
 def _reward(ep: Episode, key: str | None) -> float:
