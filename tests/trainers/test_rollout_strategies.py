@@ -95,6 +95,13 @@ def test_toolexpander_prefixes_a_demonstration_to_unsolved_tasks(tiny) -> None:
     assert planner.group(1, 6, 2)[0].prompt_prefix == ""
 
 
+@pytest.mark.parametrize("name", ["matchtir", "autotir", "tapo"])
+def test_gold_scored_methods_need_local_envs(name: str) -> None:
+    rollout_planner(_cfg(f"algorithm.name={name}"))
+    with pytest.raises(UnsupportedRollout, match="gold"):
+        rollout_planner(_cfg(f"algorithm.name={name}", "env.server_url=http://127.0.0.1:1"))
+
+
 def test_axpo_forks_need_local_envs() -> None:
     assert rollout_planner(_cfg("algorithm.name=axpo")).fork_options["strategy"] == "axpo_resample"
     with pytest.raises(UnsupportedRollout, match="local envs"):

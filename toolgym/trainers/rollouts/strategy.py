@@ -43,11 +43,26 @@ def check_supported(preset: Any, group_size: int, local_envs: bool = True) -> No
             f"method {preset.name!r} (rollout strategy {strategy!r}) forks episodes from env snapshots: "
             "`toolgym train` does this with local envs only (leave env.server_url unset)"
         )
+    if not local_envs and "gold" in _reward_inputs(preset):
+        raise UnsupportedRollout(
+            f"method {preset.name!r} scores rollouts against the task's gold actions, which a toolgym server "
+            "does not reveal: train it with local envs (leave env.server_url unset)"
+        )
     if strategy in UNSUPPORTED_STRATEGIES:
         raise UnsupportedRollout(
             f"method {preset.name!r} (rollout strategy {strategy!r}) cannot be trained by `toolgym train`: "
             f"{UNSUPPORTED_STRATEGIES[strategy]}"
         )
+
+
+def _reward_inputs(preset: Any) -> set[str]:
+    """Batch fields the preset's reward transforms read."""
+    from toolgym.trainers.rewards import REGISTRY
+
+    fields: set[str] = set()
+    for ref in preset.reward_transforms:
+        fields |= set(getattr(REGISTRY.get(ref.name), "requires", ()))
+    return fields
 
 
 def approximations(preset: Any) -> list[str]:

@@ -55,7 +55,8 @@ rollouts, AKBE's dual path (`n_tools_off / n` of each group without tools) and T
 demonstrations (tasks no rollout of a group solved) run there. AXPO's resamples and ELPO's probes
 run in the rollout workers with local envs: they record `get_state()` before every step and fork on
 the engine (`toolgym.trainers.rollouts.collector.afork`). It fails at start, naming the reason, for
-what its Ray workers cannot sample: forks over HTTP (AXPO, ELPO with `env.server_url`), `per_turn` (Flow-GRPO),
+what its Ray workers cannot sample: forks over HTTP (AXPO, ELPO with `env.server_url`), rewards scored
+against the task's gold (MatchTIR, AutoTIR, TAPO) over HTTP, `per_turn` (Flow-GRPO),
 `planner_worker` (MATPO) and `offline` (StepTool) rollouts, and `single_stream` (SPO) unless
 `rollout.group_size=1`. Prompt samplers (SPO, VSPO) are not applied and groups a group filter drops
 are not regenerated; a run says so when it starts. The learner (`Learner.rl_step`) trains every
