@@ -65,6 +65,8 @@ def test_sampling_the_trainer_does_not_do_is_said() -> None:
     notes = rollout_planner(_cfg("algorithm.name=spo", "rollout.group_size=1")).notes
     assert any("spo_priority" in note for note in notes)
     assert rollout_planner(_cfg("algorithm.name=grpo")).notes == []
+    assert rollout_planner(_cfg("algorithm.name=eapo")).notes == []
+    assert any("max_tool_calls" in note for note in rollout_planner(_cfg("algorithm.name=torl")).notes)
 
 
 def test_tool_free_episodes_run_without_tools_and_are_marked_in_the_batch(tiny) -> None:

@@ -17,6 +17,7 @@ UNSUPPORTED_KINDS = {
 }
 UNSUPPORTED_STRATEGIES: dict[str, str] = {}
 FORK_STRATEGIES = frozenset({"axpo_resample", "elpo_binary_search"})  # run by the rollout workers on local envs
+APPLIED_OPTIONS = frozenset({"strategy", "strategy_cfg", "n_tools_off", "hidden_pool", "ref_topk"})
 ELPO_CRITICAL = "elpo_critical_turn"  # the reward component ELPO's estimator reads (-1: no critical turn)
 
 
@@ -72,6 +73,12 @@ def approximations(preset: Any) -> list[str]:
         notes.append(
             f"method {preset.name!r}: prompt sampler {preset.prompt_sampler.name!r} is not applied; "
             "training tasks are drawn uniformly from the env's seeds"
+        )
+    ignored = {k: v for k, v in dict(preset.rollout.options).items() if k not in APPLIED_OPTIONS}
+    if ignored:
+        notes.append(
+            f"method {preset.name!r}: rollout option(s) {ignored} are not applied by `toolgym train` "
+            "(set the env / rollout config to match)"
         )
     if preset.group_filter is not None:
         notes.append(
