@@ -108,20 +108,24 @@ def order_address(world: RetailWorld, rng: np.random.Generator, by_email: bool) 
     return plan.finish()
 
 
+def _confirm_address_change(plan: Plan, customer_id: str, street: str, city: str, zip_code: str) -> None:
+    plan.confirm_and_call(
+        f"I will set your default address to {street}, {city} {zip_code}.",
+        "modify_customer_address",
+        customer_id=customer_id,
+        street=street,
+        city=city,
+        zip=zip_code,
+    )
+
+
 def customer_address(world: RetailWorld, rng: np.random.Generator, by_email: bool) -> Plan:
     customer = world.customers[sorted(world.customers)[int(rng.integers(len(world.customers)))]]
     opening = "Hi, I moved recently and want to update the default address on my account."
     plan = _start(world, customer, opening, "Update your default address.", by_email)
     street, city, zip_code = _address_fact(plan, rng)
     plan.say("Verified, thank you. What is the new address?")
-    plan.confirm_and_call(
-        f"I will set your default address to {street}, {city} {zip_code}.",
-        "modify_customer_address",
-        customer_id=customer.id,
-        street=street,
-        city=city,
-        zip=zip_code,
-    )
+    _confirm_address_change(plan, customer.id, street, city, zip_code)
     return plan.finish()
 
 
@@ -249,14 +253,7 @@ def cancel_then_address(world: RetailWorld, rng: np.random.Generator, by_email: 
     plan.say("Thanks. What is the order number, and why do you want to cancel it?")
     _cancel_steps(plan, order, "no longer needed")
     plan.finish()
-    plan.confirm_and_call(
-        f"I will set your default address to {street}, {city} {zip_code}.",
-        "modify_customer_address",
-        customer_id=customer.id,
-        street=street,
-        city=city,
-        zip=zip_code,
-    )
+    _confirm_address_change(plan, customer.id, street, city, zip_code)
     return plan.finish()
 
 
