@@ -127,6 +127,30 @@ def test_batch_steps_many_sessions_with_errors_per_item(api: httpx.Client) -> No
         assert episode["status"] == "terminated" and len(episode["steps"]) == 1
 
 
+def test_batch_reset_matches_single_resets_with_errors_per_item(api: httpx.Client) -> None:
+    single, batched, closed = new_session(api), new_session(api), new_session(api)
+    api.delete(f"/v1/sessions/{closed}")
+    expected = reset(api, single, seed=5, options={"tools": "none"})
+    resets = [
+        {"session_id": batched, "seed": 5, "options": {"tools": "none"}},
+        {"session_id": "nope", "seed": 1},
+        {"session_id": batched, "seed": 2},
+        {"session_id": closed, "seed": 3},
+    ]
+    response = api.post("/v1/reset", json={"resets": resets})
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert [r["status"] for r in results] == [200, 404, 409, 404]
+    assert {k: results[0][k] for k in ("observation", "info")} == expected
+    assert results[2]["error"]["code"] == "session_busy"
+    assert step(api, batched, "<answer>1</answer>") == step(api, single, "<answer>1</answer>")
+    (episode,) = api.get(f"/v1/sessions/{batched}/trajectory").json()["episodes"]
+    assert episode["seed"] == 5 and len(episode["steps"]) == 1
+    bad = api.post("/v1/reset", json={"resets": [{"session_id": batched, "options": {"tools": ["no_such_tool"]}}]})
+    assert bad.status_code == 200 and bad.json()["results"][0]["status"] == 400
+    assert_error(api.post("/v1/reset", json={"resets": []}), 422, "invalid_request")
+
+
 def test_websocket_reset_and_step_match_rest(api: httpx.Client, server: Server) -> None:
     rest, ws = new_session(api, seed=21), new_session(api, seed=21)
     expected = [reset(api, rest)]

@@ -124,6 +124,24 @@ def test_async_client_drives_sessions_concurrently(sqlite_server: Server) -> Non
     assert all(r["terminated"] for r in results)
 
 
+def test_clients_batch_reset_like_single_resets(sqlite_server: Server) -> None:
+    client = EnvClient(sqlite_server.url, KEY_A)
+    one, two = (client.create_session("toolgym/Calculator-v0")["session_id"] for _ in range(2))
+    expected = [client.reset(one, seed=s) for s in (3, 4)]
+
+    async def batched() -> list[dict[str, Any]]:
+        async_client = AsyncEnvClient(sqlite_server.url, KEY_A)
+        try:
+            return await async_client.batch_reset([(one, 3, None), (two, 4, None)])
+        finally:
+            await async_client.aclose()
+
+    for results in (client.batch_reset([(one, 3, None), (two, 4, None)]), asyncio.run(batched())):
+        assert [r["status"] for r in results] == [200, 200]
+        assert [{"observation": r["observation"], "info": r["info"]} for r in results] == expected
+    client.close()
+
+
 def test_readme_remote_example_runs(sqlite_server: Server) -> None:
     """The README's RemoteEnv example, pointed at the test server."""
     readme = (Path(__file__).parents[2] / "README.md").read_text()

@@ -63,6 +63,11 @@ class _ClientBase:
         return _Call("POST", "/v1/step", {"steps": [{"session_id": s, "action": a} for s, a in steps]})
 
     @staticmethod
+    def _batch_reset(resets: list[tuple[str, int | None, JsonDict | None]]) -> _Call:
+        items = [{"session_id": s, "seed": seed, "options": options} for s, seed, options in resets]
+        return _Call("POST", "/v1/reset", {"resets": items})
+
+    @staticmethod
     def _fork(session_id: str) -> _Call:
         return _Call("POST", f"/v1/sessions/{session_id}/fork")
 
@@ -122,6 +127,11 @@ class EnvClient(_ClientBase):
         """Step many sessions at once; each result has a "status" and either the step fields or "error"."""
         return list(self._send(self._batch(steps))["results"])
 
+    def batch_reset(self, resets: list[tuple[str, int | None, JsonDict | None]]) -> list[JsonDict]:
+        """Reset many sessions at once (`(session_id, seed, options)` each); each result has a "status" and
+        either "observation" and "info" or "error"."""
+        return list(self._send(self._batch_reset(resets))["results"])
+
     def fork(self, session_id: str) -> JsonDict:
         """A new session in the same state."""
         return dict(self._send(self._fork(session_id)))
@@ -172,6 +182,11 @@ class AsyncEnvClient(_ClientBase):
     async def batch_step(self, steps: list[tuple[str, str]]) -> list[JsonDict]:
         """Step many sessions at once; each result has a "status" and either the step fields or "error"."""
         return list((await self._send(self._batch(steps)))["results"])
+
+    async def batch_reset(self, resets: list[tuple[str, int | None, JsonDict | None]]) -> list[JsonDict]:
+        """Reset many sessions at once (`(session_id, seed, options)` each); each result has a "status" and
+        either "observation" and "info" or "error"."""
+        return list((await self._send(self._batch_reset(resets)))["results"])
 
     async def fork(self, session_id: str) -> JsonDict:
         """A new session in the same state."""

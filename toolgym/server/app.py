@@ -21,6 +21,8 @@ from toolgym.server.errors import ApiError, ErrorBodyMiddleware, install_error_h
 from toolgym.server.metrics import render_metrics
 from toolgym.server.models import (
     BatchRequest,
+    BatchResetRequest,
+    BatchResetResponse,
     BatchResponse,
     CreateSession,
     EnvList,
@@ -172,6 +174,16 @@ def _add_session_routes(app: FastAPI, manager: SessionManager) -> None:
             raise ApiError(413, "batch_too_large", f"at most {manager.settings.max_batch} steps per batch")
         results = await manager.batch(owner, [(item.session_id, item.action) for item in body.steps])
         return _json(_batch_body([item.session_id for item in body.steps], results))
+
+    @app.post("/v1/reset", response_model=BatchResetResponse, **deps)
+    async def batch_reset(body: BatchResetRequest, request: Request) -> Response:
+        """Reset many sessions together (one thread hand-off); errors are per item."""
+        owner = _owner(request)
+        if len(body.resets) > manager.settings.max_batch:
+            raise ApiError(413, "batch_too_large", f"at most {manager.settings.max_batch} resets per batch")
+        items = [(item.session_id, item.seed, item.options) for item in body.resets]
+        results = await manager.batch_reset(owner, items)
+        return _json(_batch_body([item.session_id for item in body.resets], results))
 
 
 def _batch_body(session_ids: list[str], results: list[bytes | ApiError]) -> bytes:

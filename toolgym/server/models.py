@@ -48,6 +48,18 @@ class BatchRequest(_Body):
     steps: list[BatchItem] = Field(min_length=1)
 
 
+class BatchResetItem(ResetRequest):
+    """One reset of a batch."""
+
+    session_id: StrictStr
+
+
+class BatchResetRequest(_Body):
+    """`POST /v1/reset`: new episodes for many sessions, started together."""
+
+    resets: list[BatchResetItem] = Field(min_length=1)
+
+
 class ErrorDetail(BaseModel):
     """What went wrong."""
 
@@ -108,6 +120,22 @@ class BatchResult(BaseModel):
     truncated: bool | None = None
     info: JsonDict | None = None
     error: ErrorDetail | None = None
+
+
+class BatchResetResult(BaseModel):
+    """One item of a batch-reset answer: the new episode's observation and info, or an error."""
+
+    session_id: str
+    status: int
+    observation: str | None = None
+    info: JsonDict | None = None
+    error: ErrorDetail | None = None
+
+
+class BatchResetResponse(BaseModel):
+    """`POST /v1/reset` answer, in the order of the request."""
+
+    results: list[BatchResetResult]
 
 
 class BatchResponse(BaseModel):

@@ -152,22 +152,68 @@ class SessionManager:
     async def batch(self, owner: str, items: list[tuple[str, str]]) -> list[bytes | ApiError]:
         """Step many sessions in one thread hand-off and one commit; errors are reported per item."""
         results: list[bytes | ApiError | None] = [None] * len(items)
-        ready: list[tuple[int, LiveSession, str]] = []
+        ready = self._claim_batch(owner, items, results, self._check_action)
+        if ready:
+            await self._run_batch(ready, results)
+        return _filled(results)
+
+    async def batch_reset(
+        self, owner: str, items: list[tuple[str, int | None, JsonDict | None]]
+    ) -> list[bytes | ApiError]:
+        """Reset many sessions in one thread hand-off; errors (bad options, env failures) are per item."""
+        results: list[bytes | ApiError | None] = [None] * len(items)
+        ready = self._claim_batch(owner, [(sid, (seed, options)) for sid, seed, options in items], results)
+        if not ready:
+            return _filled(results)
+        sessions = [session for _, session, _ in ready]
+        try:
+            outputs = await self.handoff.run(
+                lambda: [self._reset_one(s, seed, options) for _, s, (seed, options) in ready],
+                self.settings.step_timeout_s * len(ready),
+                lambda: self._release_all(sessions),
+            )
+        except asyncio.TimeoutError:
+            self.counters.step_timeouts += 1
+            message = f"the batch reset did not finish within {self.settings.step_timeout_s * len(ready):g} s"
+            outputs = [ApiError(408, "step_timeout", message)] * len(ready)
+        for (index, _, _), output in zip(ready, outputs, strict=True):
+            results[index] = output
+        return _filled(results)
+
+    def _claim_batch(
+        self,
+        owner: str,
+        items: list[tuple[str, Any]],
+        results: list[bytes | ApiError | None],
+        check: Callable[[LiveSession, Any], None] | None = None,
+    ) -> list[tuple[int, LiveSession, Any]]:
+        """Claim every session of a batch; a missing, busy or repeated session is that item's error."""
+        ready: list[tuple[int, LiveSession, Any]] = []
         seen: set[str] = set()
-        for index, (session_id, action) in enumerate(items):
+        for index, (session_id, payload) in enumerate(items):
             try:
                 if session_id in seen:
                     raise ApiError(409, "session_busy", f"session {session_id} appears twice in this batch")
                 seen.add(session_id)
                 session = self.get(owner, session_id)
-                self._check_action(session, action)
+                if check is not None:
+                    check(session, payload)
                 self._claim(session)
-                ready.append((index, session, action))
+                ready.append((index, session, payload))
             except ApiError as error:
                 results[index] = error
-        if ready:
-            await self._run_batch(ready, results)
-        return [r if r is not None else ApiError(500, "internal_error", "missing result") for r in results]
+        return ready
+
+    def _reset_one(self, session: LiveSession, seed: int | None, options: JsonDict | None) -> bytes | ApiError:
+        """Worker-thread body of one reset of a batch."""
+        try:
+            body = work.reset_session(self.store, session, seed, options)
+        except ApiError as error:
+            return error
+        except Exception as exc:
+            return self._env_failure(session, "reset", exc)
+        self.counters.resets += 1
+        return body
 
     async def _run_batch(
         self, ready: list[tuple[int, LiveSession, str]], results: list[bytes | ApiError | None]
@@ -283,3 +329,7 @@ class SessionManager:
 def _close_env(session: LiveSession) -> None:
     with contextlib.suppress(Exception):
         session.env.close()
+
+
+def _filled(results: list[bytes | ApiError | None]) -> list[bytes | ApiError]:
+    return [r if r is not None else ApiError(500, "internal_error", "missing result") for r in results]

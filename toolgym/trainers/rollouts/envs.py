@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 ResetResult = tuple[str, dict[str, Any]]
+T = TypeVar("T")
 
 
 class EnvPool(Protocol):
@@ -106,33 +108,18 @@ class RemoteEnvPool:
     async def reset_many(
         self, handles: list[Any], seeds: list[int], options: list[dict[str, Any]]
     ) -> list[ResetResult]:
-        """Reset the sessions concurrently."""
-        client = self._http()
-        answers = await asyncio.gather(
-            *(_reset(client, h, s, o) for h, s, o in zip(handles, seeds, options, strict=True))
-        )
-        return [(a["observation"], a["info"]) for a in answers]
+        """One `/v1/reset` batch request for every session (retried on a dropped connection: same seed, same episode)."""
+        resets = [(h, s, o or None) for h, s, o in zip(handles, seeds, options, strict=True)]
+        results = await _retrying(lambda: self._http().batch_reset(resets))
+        return [(r["observation"], r["info"]) for r in _checked(results)]
 
     async def step_many(self, handles: list[Any], actions: list[str]) -> list[StepResult]:
         """One `/v1/step` batch request for every session of this turn."""
-        from toolgym.envs.remote import RemoteError
-
         results = await self._http().batch_step(list(zip(handles, actions, strict=True)))
-        out = []
-        for result in results:
-            if "error" in result:
-                error = result["error"]
-                raise RemoteError(int(result.get("status", 500)), str(error.get("code")), str(error.get("message")))
-            out.append(
-                (
-                    result["observation"],
-                    float(result["reward"]),
-                    bool(result["terminated"]),
-                    bool(result["truncated"]),
-                    result["info"],
-                )
-            )
-        return out
+        return [
+            (r["observation"], float(r["reward"]), bool(r["terminated"]), bool(r["truncated"]), r["info"])
+            for r in _checked(results)
+        ]
 
     async def close(self) -> None:
         """Close the sessions and the client."""
@@ -165,13 +152,24 @@ def _client(base_url: str, api_key: str | None, timeout: float) -> Any:
     return client
 
 
-async def _reset(client: Any, session: str, seed: int, options: dict[str, Any], attempts: int = 3) -> Any:
-    """Reset is idempotent (same seed, same episode), so a dropped connection is retried."""
+def _checked(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items of a batch answer; the first item that failed is raised as a `RemoteError`."""
+    from toolgym.envs.remote import RemoteError
+
+    for result in results:
+        if "error" in result:
+            error = result["error"]
+            raise RemoteError(int(result.get("status", 500)), str(error.get("code")), str(error.get("message")))
+    return results
+
+
+async def _retrying(call: Callable[[], Awaitable[T]], attempts: int = 3) -> T:
+    """`call()`, retried when the connection drops (for idempotent requests)."""
     import httpx
 
     for attempt in range(attempts):
         try:
-            return await client.reset(session, seed=seed, options=options or None)
+            return await call()
         except httpx.TransportError:
             if attempt == attempts - 1:
                 raise
