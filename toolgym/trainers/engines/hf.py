@@ -76,12 +76,11 @@ class TransformersEngine:
         """Reuse or rebuild the cohort; returns the new tokens to feed, left-padded: (B, S) ids and mask."""
         rows = self._reusable_rows(requests)
         if rows is None:
-            transformers = require("transformers")
             n = len(requests)
             self._cohort = _Cohort(
                 seq_ids=[r.seq_id for r in requests],
                 contexts=[[] for _ in requests],
-                cache=transformers.DynamicCache(),
+                cache=_growing_cache(),
                 mask=torch.zeros(n, 0, dtype=torch.long, device=self.device),
                 next_pos=torch.zeros(n, dtype=torch.long, device=self.device),
             )
@@ -174,6 +173,59 @@ class TransformersEngine:
             GenOutput(t, lp, "stop" if t and t[-1] in stop_set else "length")
             for t, lp in zip(tokens, logps, strict=True)
         ]
+
+
+def _growing_cache() -> Any:
+    """A `DynamicCache` whose layers append in place (see `_GrowingLayer`)."""
+    cache = require("transformers").DynamicCache()
+    cache.layer_class_to_replicate = _growing_layer_class()
+    return cache
+
+
+_LAYER_CLASS: Any = None
+
+
+def _growing_layer_class() -> Any:
+    """`DynamicLayer` with keys/values in buffers grown by doubling (defined on first use: transformers is lazy)."""
+    global _LAYER_CLASS
+    if _LAYER_CLASS is not None:
+        return _LAYER_CLASS
+    from transformers.cache_utils import DynamicLayer
+
+    class _GrowingLayer(DynamicLayer):  # type: ignore[misc, valid-type]
+        """Decoding appends one position per step: writing it into spare capacity replaces `torch.cat`'s
+        copy of the whole cache (a fifth of a tiny model's decode step on CPU)."""
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+                self.size, self.key_buffer, self.value_buffer = 0, None, None
+            start, end = self.size, self.size + key_states.shape[-2]
+            if self.key_buffer is None or end > self.key_buffer.shape[-2]:
+                self._grow(key_states, value_states, end)
+            self.key_buffer[:, :, start:end] = key_states
+            self.value_buffer[:, :, start:end] = value_states
+            self.size = end
+            self.keys, self.values = self.key_buffer[:, :, :end], self.value_buffer[:, :, :end]
+            return self.keys, self.values
+
+        def _grow(self, key_states: Any, value_states: Any, needed: int) -> None:
+            batch, heads, _, dim = key_states.shape
+            capacity = max(2 * needed, 64)
+            keys = key_states.new_empty(batch, heads, capacity, dim)
+            values = value_states.new_empty(batch, heads, capacity, value_states.shape[-1])
+            if self.size:
+                keys[:, :, : self.size], values[:, :, : self.size] = self.keys, self.values
+            self.key_buffer, self.value_buffer = keys, values
+
+        def batch_select_indices(self, indices: Any) -> None:
+            if self.get_seq_length() > 0:
+                self.key_buffer, self.value_buffer = self.key_buffer[indices], self.value_buffer[indices]
+                self.keys = self.key_buffer[:, :, : self.size]
+                self.values = self.value_buffer[:, :, : self.size]
+
+    _LAYER_CLASS = _GrowingLayer
+    return _LAYER_CLASS
 
 
 def _generator(seed: int | None, device: Any) -> Any:
