@@ -13,6 +13,7 @@ ENV_IDS: dict[str, str] = {
     "toolgym/Clinic-v0": "toolgym.envs.worlds.clinic:ClinicEnv",
     "toolgym/BFCL-MultiTurn-v0": "toolgym.envs.bfcl:BFCLMultiTurnEnv",
     "toolgym/CodeInterpreter-v0": "toolgym.envs.code_interpreter:CodeInterpreterEnv",
+    "toolgym/PlannerWorker-v0": "toolgym.envs.planner_worker:PlannerWorkerEnv",
 }
 
 
