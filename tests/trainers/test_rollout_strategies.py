@@ -20,8 +20,7 @@ from toolgym.trainers.rollouts.to_batch import episodes_to_batch  # noqa: E402
 from toolgym.trainers.tiny import TINY_FORMAT  # noqa: E402
 
 UNSUPPORTED = {  # preset -> words the error must contain
-    "flow_grpo": "per_turn",
-    "matpo": "planner_worker",
+    "matpo": "toolgym/PlannerWorker-v0",
     "steptool": "offline",
 }
 ENV = "toolgym/Calculator-v0"
@@ -62,8 +61,8 @@ def test_group_size_must_fit_the_method() -> None:
 
 
 def test_sampling_the_trainer_does_not_do_is_said() -> None:
-    notes = rollout_planner(_cfg("algorithm.name=spo", "rollout.group_size=1")).notes
-    assert any("spo_priority" in note for note in notes)
+    spo = rollout_planner(_cfg("algorithm.name=spo", "rollout.group_size=1"))
+    assert spo.prompt_sampler and not any("spo_priority" in note for note in spo.notes)  # applied now
     assert rollout_planner(_cfg("algorithm.name=grpo")).notes == []
     assert rollout_planner(_cfg("algorithm.name=eapo")).notes == []
     assert any("max_tool_calls" in note for note in rollout_planner(_cfg("algorithm.name=torl")).notes)
@@ -201,10 +200,10 @@ def test_elpo_probes_forks_and_labels_the_critical_turn(tiny) -> None:
 
 
 def test_cli_fails_fast_for_an_unsupported_rollout_kind(capsys, tmp_path) -> None:
-    code = main(["train", "algorithm.name=flow_grpo", f"output_dir={tmp_path}"])
+    code = main(["train", "algorithm.name=steptool", f"output_dir={tmp_path}"])
     assert code == 2
     err = capsys.readouterr().err
-    assert "flow_grpo" in err and "per_turn" in err
+    assert "steptool" in err and "offline" in err
     assert not any(tmp_path.iterdir())  # nothing was built or started
 
 
@@ -276,3 +275,27 @@ def test_every_supported_preset_learns_from_collected_episodes(name: str, tiny_s
     assert ("losses/skipped" in metrics) == (name in NO_SIGNAL_HERE), metrics
     if name not in NO_SIGNAL_HERE:
         assert math.isfinite(metrics["losses/total"])
+
+
+def test_flow_grpo_trains_each_turn_as_a_sample_of_its_own(tiny_small) -> None:
+    """Rollout kind "per_turn": the learner splits each episode into one sample per assistant turn."""
+    import copy
+
+    from toolgym.trainers.learner import Learner, LearnerConfig
+    from toolgym.trainers.methods import build_algorithm
+
+    tokenizer, model = tiny_small
+    collector = RolloutCollector(CalculatorEngine(tokenizer, 2), tokenizer, TINY_FORMAT, LocalEnvPool(ENV))
+    episodes = collector.collect(
+        rollout_planner(_cfg("algorithm.name=flow_grpo")).group(5, 0, 4), collector.sampling(1.0, 64)
+    )
+    turns = sum(len(ep.actions) for ep in episodes)
+    assert turns > len(episodes)  # multi-turn episodes, so the split is visible
+    batch = episodes_to_batch(episodes, tokenizer.pad_token_id, reward_key="success")
+    learner = Learner(
+        copy.deepcopy(model), build_algorithm("flow_grpo"), LearnerConfig(lr=1e-2, drop_zero_advantage=False)
+    )
+    metrics = learner.rl_step(batch)
+    assert metrics["rollout/sequences"] == turns
+    plain = Learner(copy.deepcopy(model), build_algorithm("grpo"), LearnerConfig(lr=1e-2, drop_zero_advantage=False))
+    assert plain.rl_step(batch)["rollout/sequences"] == len(episodes)

@@ -141,8 +141,10 @@ class Learner:
     def rl_step(self, batch: RolloutBatch) -> dict[str, float]:
         """One policy update on a batch of episodes; returns namespaced metrics."""
         algo, cfg = self.algorithm, self.config
-        batch = algo.transform_rewards(batch.to(cfg.device))
+        meta = {"step": self.step, "policy_version": self.version, **batch.meta}  # VSPO's stage, HisPO's staleness
+        batch = algo.transform_rewards(batch.to(cfg.device).replace(meta=meta))
         batch, _missing = algo.filter_groups(batch)
+        batch = _as_samples(algo, batch)
         batch = self._fill_fields(batch)
         _check_required(algo, batch)
         adv = algo.advantages(batch, self.algo_state)
@@ -373,3 +375,12 @@ def _ratio_metrics(logp: torch.Tensor, batch: RolloutBatch, counts: GlobalCounts
     log_ratio = torch.where(mask > 0, logp - batch.rollout_logprobs, 0.0)  # (B, T)
     kl = ((log_ratio.exp() - 1) - log_ratio) * mask  # k3 estimate of KL(μ||π)
     return {"losses/approx_kl": float(kl.sum() / counts.num_tokens)}
+
+
+def _as_samples(algo: Any, batch: RolloutBatch) -> RolloutBatch:
+    """The rows the method trains on: whole episodes, or one row per assistant turn (rollout kind "per_turn")."""
+    if algo.preset.rollout.kind != "per_turn":
+        return batch
+    from toolgym.trainers.methods.flow_grpo import split_turns
+
+    return split_turns(batch)  # Flow-GRPO: each turn is a sample of its own, with the episode's reward and group

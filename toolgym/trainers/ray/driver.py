@@ -41,20 +41,29 @@ def rollout_planner(cfg: TrainConfig) -> GroupPlanner:
     from toolgym.trainers.methods import resolve_preset
 
     preset = resolve_preset(cfg.algorithm.name, cfg.algorithm.overrides)
-    return GroupPlanner(preset, cfg.rollout.group_size, local_envs=cfg.env.server_url is None)
+    return GroupPlanner(preset, cfg.rollout.group_size, local_envs=cfg.env.server_url is None, env=cfg.env)
 
 
-def train_specs(cfg: TrainConfig, step: int, planner: GroupPlanner | None = None) -> list[list[EpisodeSpec]]:
-    """The step's groups (same seed = same task), planned by the method's strategy, whole groups per worker."""
-    rng = np.random.default_rng([cfg.seed, step])
-    seeds = cfg.rollout.train_seed_offset + rng.integers(0, 2**30, size=cfg.rollout.prompts_per_step)
-    n, first = cfg.rollout.group_size, step * cfg.rollout.prompts_per_step
+def train_specs(
+    cfg: TrainConfig, step: int, planner: GroupPlanner | None = None, seeds: list[int] | None = None, draw: int = 0
+) -> list[list[EpisodeSpec]]:
+    """The step's groups (same seed = same task), planned by the method's strategy, whole groups per worker.
+
+    `seeds`: the tasks (a prompt sampler's picks), else fresh seeds; `draw` > 0: a refill draw of the
+    step (more seeds, group ids of their own).
+    """
+    if seeds is None:
+        rng = np.random.default_rng([cfg.seed, step] if draw == 0 else [cfg.seed, step, draw])
+        seeds = list(cfg.rollout.train_seed_offset + rng.integers(0, 2**30, size=cfg.rollout.prompts_per_step))
+    n, first = cfg.rollout.group_size, step * cfg.rollout.prompts_per_step + draw * 1_000_000_000
     groups = [
         planner.group(int(s), first + g, n) if planner is not None else [EpisodeSpec(int(s), first + g)] * n
         for g, s in enumerate(seeds)
     ]
-    per_worker = len(groups) // cfg.rollout.workers
-    return [sum(groups[w * per_worker : (w + 1) * per_worker], []) for w in range(cfg.rollout.workers)]
+    workers = min(cfg.rollout.workers, len(groups))
+    per_worker = -(-len(groups) // workers)
+    parts = [sum(groups[w * per_worker : (w + 1) * per_worker], []) for w in range(workers)]
+    return parts + [[] for _ in range(cfg.rollout.workers - workers)]
 
 
 def eval_specs(cfg: TrainConfig) -> list[list[EpisodeSpec]]:
@@ -213,14 +222,20 @@ def _train_loop(
     step = start_step
     bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress, desc="RL", unit="step")
     pending = None
+    tasks = TaskDraw(cfg, planner)
     while step < cfg.steps and not clock.rl_over(t0):
-        pending = pending or _launch_train(cfg, actors, step, planner)
+        pending = pending or _launch_train(cfg, actors, step, planner, tasks)
         episodes, rollout_s = gather_rollouts(pending)
+        episodes, draws = tasks.refill(lambda parts: _sample(cfg, actors, parts), episodes, step)
+        tasks.observe(episodes)
         planner.observe(episodes)
         learner_ref = actors.learner.step.remote(episodes)
         overlap = cfg.rollout.off_policy_steps > 0 and step + 1 < cfg.steps
-        pending = _launch_train(cfg, actors, step + 1, planner) if overlap else None  # runs while the learner updates
+        pending = (
+            _launch_train(cfg, actors, step + 1, planner, tasks) if overlap else None
+        )  # runs while the learner updates
         metrics = rollout_metrics(episodes, rollout_s)
+        metrics["rollout/generation_draws"] = float(draws)
         metrics["rollout/policy_version_min"] = float(min(ep.policy_version for ep in episodes))
         metrics.update(ray.get(learner_ref))
         sync_start = time.perf_counter()
@@ -245,15 +260,67 @@ def _train_loop(
     return TrainResult(cfg.run_dir, before, after, step, sft_steps, {"sft": sft_s, "rl": rl_s})
 
 
-def _launch_train(cfg: TrainConfig, actors: Actors, step: int, planner: GroupPlanner) -> list[Any]:
+def _launch_train(cfg: TrainConfig, actors: Actors, step: int, planner: GroupPlanner, tasks: TaskDraw) -> list[Any]:
     return launch_rollouts(
         actors,
-        train_specs(cfg, step, planner),
+        train_specs(cfg, step, planner, tasks.seeds(actors, step)),
         cfg.rollout.temperature,
         cfg.rollout.max_new_tokens,
         seed=cfg.seed * 1_000_003 + step * 97,
         expand=planner.fork_options,
     )
+
+
+class TaskDraw:
+    """The tasks of each step: fresh seeds, or picks from a pool (by the learner's prompt sampler: SPO, VSPO);
+    and, for a method with a group filter (DAPO's dynamic sampling), more draws until enough groups are kept."""
+
+    def __init__(self, cfg: TrainConfig, planner: GroupPlanner) -> None:
+        from toolgym.trainers.rollouts.sampling import TaskPool, pool_size
+
+        self.cfg, self.planner = cfg, planner
+        size = pool_size(cfg.rollout.prompt_pool, planner.prompt_sampler)
+        self.pool = TaskPool(cfg.rollout.train_seed_offset, size) if size else None
+        self.group_filter = planner.group_filter()
+
+    def seeds(self, actors: Actors, step: int) -> list[int] | None:
+        """The step's task seeds; None: fresh seeds (`train_specs` draws them)."""
+        if self.pool is None:
+            return None
+        n, seed = self.cfg.rollout.prompts_per_step, self.cfg.seed * 7_919 + step
+        if self.planner.prompt_sampler:  # queued after the learner's update: the sampler sees the newest state
+            picks = require("ray").get(actors.learner.sample_prompts.remote(self.pool.candidate_keys(), n, seed))
+        else:
+            picks = np.random.default_rng(seed).choice(len(self.pool.seeds), size=n, replace=False).tolist()
+        return [self.pool.seeds[int(i)] for i in picks]
+
+    def observe(self, episodes: list[Episode]) -> None:
+        """Remember the prompt key of every task rolled out."""
+        if self.pool is not None:
+            self.pool.observe(episodes)
+
+    def refill(
+        self, sample: Callable[[list[list[EpisodeSpec]]], list[Episode]], episodes: list[Episode], step: int
+    ) -> tuple[list[Episode], int]:
+        """The groups the filter keeps, with more draws of fresh tasks (`sample(parts)` rolls them out) until
+        `prompts_per_step` are kept, at most the filter's `max_num_gen_batches` draws. Returns the episodes
+        and the draws made."""
+        from toolgym.trainers.rollouts.sampling import first_groups, group_count, kept_groups
+
+        if self.group_filter is None:
+            return episodes, 1
+        cfg, target = self.cfg, self.cfg.rollout.prompts_per_step
+        kept = kept_groups(self.group_filter, episodes, cfg.rollout.reward_component)
+        draws, limit = 1, int(getattr(self.group_filter, "max_num_gen_batches", 10))
+        while group_count(kept) < target and draws < limit:
+            parts = train_specs(cfg, step, self.planner, draw=draws)
+            kept += kept_groups(self.group_filter, sample(parts), cfg.rollout.reward_component)
+            draws += 1
+        return (first_groups(kept, target) or episodes), draws
+
+
+def _sample(cfg: TrainConfig, actors: Actors, parts: list[list[EpisodeSpec]]) -> list[Episode]:
+    return run_rollouts(actors, parts, cfg.rollout.temperature, cfg.rollout.max_new_tokens)[0]
 
 
 def _finish(pending: list[Any] | None) -> None:

@@ -130,6 +130,13 @@ class LearnerWorker:
         metrics["perf/learner_step_s"] = time.perf_counter() - start
         return metrics
 
+    def sample_prompts(self, prompt_keys: list[int], n: int, seed: int) -> list[int]:
+        """Indices of the `n` prompts to roll out next, by the method's prompt sampler and its current state."""
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        return self.learner.algorithm.sample_prompts(prompt_keys, self.learner.algo_state, n, rng)
+
     def state_dict(self) -> dict[str, Any]:
         """Current policy weights (CPU tensors)."""
         return self.learner.state_dict()

@@ -58,7 +58,9 @@ class RolloutCollector:
         return asyncio.run(self.acollect(specs, params))
 
     async def acollect(self, specs: list[EpisodeSpec], params: SamplingParams) -> list[Episode]:
-        """Run the episodes to the end."""
+        """Run the episodes to the end (worker sub-episodes of a planner-worker env follow the task episodes)."""
+        if not specs:
+            return []
         envs = await self.pool.acquire(len(specs))
         builders = [self._builder(spec) for spec in specs]
         resets = await self.pool.reset_many(envs, [s.seed for s in specs], [dict(s.options) for s in specs])
@@ -66,13 +68,16 @@ class RolloutCollector:
             builder.start(builder.episode.prompt_prefix + obs)
             builder.episode.task_id = info.get("task_id")
             builder.episode.gold = _gold(env)
+            builder.episode.role = info.get("role")
+        slots = [EnvSlot(b) for b in builders]
         active = list(range(len(specs)))
         turn = 0
         while active:
-            active = await self._turn(active, builders, envs, params, turn)
+            active = await self._turn(active, slots, envs, params, turn)
             turn += 1
-        self.engine.release(b.episode.seq_id for b in builders)
-        return [b.episode for b in builders]
+        workers = [w for slot in slots for w in slot.workers]
+        self.engine.release(b.episode.seq_id for b in builders + workers)
+        return [b.episode for b in builders + workers]
 
     async def aclose(self) -> None:
         """Close the env pool."""
@@ -90,20 +95,60 @@ class RolloutCollector:
         return EpisodeBuilder(episode, self.tokenizer, self.fmt, self.max_tokens)
 
     async def _turn(
-        self, active: list[int], builders: list[EpisodeBuilder], envs: list[Any], params: SamplingParams, turn: int
+        self, active: list[int], slots: list[EnvSlot], envs: list[Any], params: SamplingParams, turn: int
     ) -> list[int]:
         """One assistant turn for every active episode; returns the episodes still running."""
-        requests = [GenRequest(builders[i].episode.seq_id, builders[i].episode.token_ids) for i in active]
+        requests = [GenRequest(slots[i].current.episode.seq_id, slots[i].current.episode.token_ids) for i in active]
         turn_params = params if params.seed is None else _reseed(params, params.seed + turn)
         outputs = self.engine.generate(requests, turn_params)
-        actions = [builders[i].add_model_turn(out) for i, out in zip(active, outputs, strict=True)]
+        actions = [slots[i].current.add_model_turn(out) for i, out in zip(active, outputs, strict=True)]
         if self.snapshots:
             for i in active:
-                builders[i].episode.states.append(envs[i].unwrapped.get_state())
+                slots[i].current.episode.states.append(envs[i].unwrapped.get_state())
         results = await self.pool.step_many([envs[i] for i in active], actions)
-        for i, (obs, reward, terminated, truncated, info) in zip(active, results, strict=True):
-            builders[i].add_env_step(obs, reward, terminated, truncated, info)
-        return [i for i in active if not builders[i].episode.done]
+        for i, result in zip(active, results, strict=True):
+            slots[i].record(result, self._worker_builder)
+        return [i for i in active if not slots[i].task.episode.done]
+
+    def _worker_builder(self, parent: Episode, observation: str) -> EpisodeBuilder:
+        """A worker sub-episode of `parent` (a planner): its own context, the parent's group."""
+        builder = self._builder(EpisodeSpec(parent.seed, parent.group_id))
+        return start_worker(builder, parent, observation)
+
+
+def start_worker(builder: EpisodeBuilder, parent: Episode, observation: str) -> EpisodeBuilder:
+    """Make `builder` a worker sub-episode of `parent` whose prompt is `observation`."""
+    builder.episode.role, builder.episode.parent_seq_id = "worker", parent.seq_id
+    builder.start(observation)
+    return builder
+
+
+class EnvSlot:
+    """The builders of one env: the task episode and, in a planner-worker env, its worker sub-episodes.
+
+    The env says whose turn is next (`info["role"]`, `info["context"]`): "new" opens a worker context
+    (the observation is its prompt), "resume" hands the worker's answer back to the planner.
+    """
+
+    def __init__(self, task: EpisodeBuilder) -> None:
+        self.task = task
+        self.current = task
+        self.workers: list[EpisodeBuilder] = []
+
+    def record(self, result: tuple[str, float, bool, bool, dict[str, Any]], new_worker: Any) -> None:
+        """File an env step with the builder that acted, switching contexts where the env says so."""
+        obs, reward, terminated, truncated, info = result
+        context, ended = info.get("context"), terminated or truncated
+        if self.current is not self.task and (context in ("new", "resume") or ended):
+            self.current.end(reward, {"reward_components": {}, "role": "worker"}, answered=not ended)
+            self.current, reward = self.task, 0.0
+        if context == "new" and not ended:
+            self.current = new_worker(self.task.episode, obs)
+            self.workers.append(self.current)
+            return
+        self.current.add_env_step(obs, reward, terminated, truncated, info)
+        if self.current is not self.task and self.current.episode.done:  # the worker's context is full
+            self.task.episode.truncated, self.task.episode.finish_reason = True, "max_tokens"
 
 
 async def afork(

@@ -46,6 +46,8 @@ class Episode:
     """the task's gold {"actions": [...], "answer": ...} (local envs only: a server does not reveal it)"""
     labels: dict[str, float] = field(default_factory=dict)
     """per-episode values a rollout strategy attached (e.g. ELPO's critical turn), kept as reward components"""
+    role: str | None = None
+    """"planner" or "worker" in a planner-worker env (a worker sub-episode's parent is its planner); else None"""
 
     @property
     def reward(self) -> float:
@@ -126,6 +128,10 @@ class EpisodeBuilder:
         action = self.tokenizer.decode(body, skip_special_tokens=False)
         ep.actions.append(action)
         return action
+
+    def end(self, reward: float, info: dict[str, Any], *, answered: bool) -> None:
+        """End the episode after its last action without an observation (a worker sub-episode handing back)."""
+        self.add_env_step("", reward, answered, not answered, info)
 
     def add_env_step(
         self, observation: str, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]

@@ -13,9 +13,15 @@ def is_success(episode: Episode, key: str = "success") -> bool:
     return components[key] > 0 if key in components else episode.reward > 0
 
 
+def task_episodes(episodes: Sequence[Episode]) -> list[Episode]:
+    """The episodes that are about a task: all but worker sub-episodes (their planner is scored)."""
+    return [ep for ep in episodes if ep.role != "worker"]
+
+
 def success_rate(episodes: Sequence[Episode]) -> float:
-    """Fraction of successful episodes."""
-    return sum(is_success(ep) for ep in episodes) / max(len(episodes), 1)
+    """Fraction of successful task episodes."""
+    tasks = task_episodes(episodes)
+    return sum(is_success(ep) for ep in tasks) / max(len(tasks), 1)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -24,9 +30,12 @@ def _mean(values: Sequence[float]) -> float:
 
 def rollout_metrics(episodes: Sequence[Episode], seconds: float) -> dict[str, float]:
     """Rewards, lengths, throughput and tool use of one batch."""
+    model_tokens = sum(ep.num_model_tokens for ep in episodes)  # every role's tokens count for throughput
+    workers = len(episodes) - len(task_episodes(episodes))
+    episodes = task_episodes(episodes)
     calls = [call for ep in episodes for call in ep.tool_calls]
-    model_tokens = sum(ep.num_model_tokens for ep in episodes)
     return {
+        "rollout/worker_episodes": float(workers),
         "rollout/reward_mean": _mean([ep.reward for ep in episodes]),
         "rollout/success_rate": success_rate(episodes),
         "rollout/episodes": float(len(episodes)),

@@ -9,15 +9,11 @@ from toolgym.trainers.rollouts.collector import EpisodeSpec
 from toolgym.trainers.rollouts.episode import Episode
 
 UNSUPPORTED_KINDS = {
-    "per_turn": "its rollouts make each assistant turn a sample of its own (Flow-GRPO), "
-    "which the Ray rollout workers do not produce",
-    "planner_worker": "it runs worker sub-episodes for every planner tool call (MATPO), "
-    "which the Ray rollout workers do not run",
     "offline": "it trains on fixed offline trajectories (StepTool), while `toolgym train` samples online rollouts",
 }
 UNSUPPORTED_STRATEGIES: dict[str, str] = {}
 FORK_STRATEGIES = frozenset({"axpo_resample", "elpo_binary_search"})  # run by the rollout workers on local envs
-APPLIED_OPTIONS = frozenset({"strategy", "strategy_cfg", "n_tools_off", "hidden_pool", "ref_topk"})
+APPLIED_OPTIONS = frozenset({"strategy", "strategy_cfg", "n_tools_off", "hidden_pool", "ref_topk", "worker_tool"})
 ELPO_CRITICAL = "elpo_critical_turn"  # the reward component ELPO's estimator reads (-1: no critical turn)
 
 
@@ -25,9 +21,17 @@ class UnsupportedRollout(ValueError):
     """The method needs rollouts `toolgym train` cannot produce."""
 
 
-def check_supported(preset: Any, group_size: int, local_envs: bool = True) -> None:
-    """Raise `UnsupportedRollout` naming the reason when `toolgym train` cannot sample for `preset`."""
+PLANNER_WORKER_ENV = "toolgym/PlannerWorker-v0"
+
+
+def check_supported(preset: Any, group_size: int, local_envs: bool = True, env: Any = None) -> None:
+    """Raise `UnsupportedRollout` naming the reason when `toolgym train` cannot sample for `preset`.
+
+    `env`: the run's `EnvConfig` (id and kwargs), checked against methods that need a kind of env.
+    """
     kind = preset.rollout.kind
+    if kind == "planner_worker" and env is not None:
+        _check_planner_worker_env(preset, env)
     if kind in UNSUPPORTED_KINDS:
         raise UnsupportedRollout(
             f"method {preset.name!r} (rollout kind {kind!r}) cannot be trained by `toolgym train`: "
@@ -56,6 +60,18 @@ def check_supported(preset: Any, group_size: int, local_envs: bool = True) -> No
         )
 
 
+def _check_planner_worker_env(preset: Any, env: Any) -> None:
+    """MATPO's worker sub-episodes come from the planner-worker env, with the preset's worker tool."""
+    if env.id != PLANNER_WORKER_ENV:
+        raise UnsupportedRollout(
+            f"method {preset.name!r} runs worker sub-episodes for the planner's worker calls: set "
+            f"env.id={PLANNER_WORKER_ENV} (env.kwargs.env_id names the env the agents work in; got env.id={env.id})"
+        )
+    tool = dict(preset.rollout.options).get("worker_tool", "worker")
+    if dict(env.kwargs).get("worker_tool", "worker") != tool:
+        raise UnsupportedRollout(f"method {preset.name!r} expects the worker tool {tool!r}: set env.kwargs.worker_tool")
+
+
 def _reward_inputs(preset: Any) -> set[str]:
     """Batch fields the preset's reward transforms read."""
     from toolgym.trainers.rewards import REGISTRY
@@ -69,21 +85,11 @@ def _reward_inputs(preset: Any) -> set[str]:
 def approximations(preset: Any) -> list[str]:
     """What of the method's sampling side `toolgym train` does not do (said at the start of a run)."""
     notes = []
-    if preset.prompt_sampler is not None:
-        notes.append(
-            f"method {preset.name!r}: prompt sampler {preset.prompt_sampler.name!r} is not applied; "
-            "training tasks are drawn uniformly from the env's seeds"
-        )
     ignored = {k: v for k, v in dict(preset.rollout.options).items() if k not in APPLIED_OPTIONS}
     if ignored:
         notes.append(
             f"method {preset.name!r}: rollout option(s) {ignored} are not applied by `toolgym train` "
             "(set the env / rollout config to match)"
-        )
-    if preset.group_filter is not None:
-        notes.append(
-            f"method {preset.name!r}: groups dropped by {preset.group_filter.name!r} are not regenerated; "
-            "the step trains on the groups kept"
         )
     return notes
 
@@ -102,13 +108,16 @@ class GroupPlanner:
     `{"tools": "none"}`; ToolExpander prefixes a demonstration to tasks no rollout solved.
     """
 
-    def __init__(self, preset: Any, group_size: int, local_envs: bool = True) -> None:
-        check_supported(preset, group_size, local_envs)
+    def __init__(self, preset: Any, group_size: int, local_envs: bool = True, env: Any = None) -> None:
+        check_supported(preset, group_size, local_envs, env)
         self.name = preset.name
         options = dict(preset.rollout.options)
         self.fork_options = options if options.get("strategy") in FORK_STRATEGIES else None
         """the strategy options the rollout workers expand each group with (forks), else None"""
         self.notes = approximations(preset)
+        self.prompt_sampler = preset.prompt_sampler is not None
+        """the method chooses its tasks with a prompt sampler (the driver asks the learner, which holds its state)"""
+        self._group_filter = preset.group_filter
         self.strategy = _make_strategy(preset, group_size)
         self.tools_off = getattr(self.strategy, "n_off", 0)
         if self.tools_off >= group_size:
@@ -116,6 +125,14 @@ class GroupPlanner:
                 f"method {preset.name!r} runs {self.tools_off} tool-free rollouts per group: "
                 f"rollout.group_size ({group_size}) must be larger"
             )
+
+    def group_filter(self) -> Any:
+        """The method's group filter (DAPO's dynamic sampling), built; None if it has none."""
+        if self._group_filter is None:
+            return None
+        from toolgym.trainers.samplers import GROUP_FILTERS
+
+        return GROUP_FILTERS.get(self._group_filter.name)(**self._group_filter.cfg)
 
     def group(self, seed: int, group_id: int, n: int) -> list[EpisodeSpec]:
         """The `n` rollouts of one group, as the strategy plans them."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from toolgym.trainers.batch import Path, RolloutBatch, SpanType, ToolCallRecord, stable_key
+from toolgym.trainers.batch import Path, Role, RolloutBatch, SpanType, ToolCallRecord, stable_key
 from toolgym.trainers.rollouts.episode import Episode
 
 
@@ -63,6 +63,7 @@ def episodes_to_batch(
         num_tool_calls=torch.tensor([len(ep.tool_calls) for ep in episodes], dtype=torch.long),
         num_turns=torch.tensor([ep.num_turns for ep in episodes], dtype=torch.long),
         parent_id=_parent_rows(episodes),
+        role=_roles(episodes),
         branch_point=torch.tensor([ep.branch_point for ep in episodes], dtype=torch.long),
         path=torch.tensor([int(Path.TOOLS_OFF if ep.path == "tools_off" else Path.TOOLS_ON) for ep in episodes]),
         resp_len=lengths - torch.tensor([ep.prompt_len for ep in episodes]),
@@ -83,6 +84,13 @@ def _parent_rows(episodes: Sequence[Episode]) -> torch.Tensor:
     """Row (= sample_id) of each fork's parent in this batch, -1 for episodes that are not forks. [B]."""
     rows = {ep.seq_id: i for i, ep in enumerate(episodes)}
     return torch.tensor([rows.get(ep.parent_seq_id or "", -1) for ep in episodes], dtype=torch.long)
+
+
+def _roles(episodes: Sequence[Episode]) -> torch.Tensor | None:
+    """Planner / worker role per row when a planner-worker env made the episodes, else None. [B]."""
+    if all(ep.role is None for ep in episodes):
+        return None
+    return torch.tensor([int(Role.WORKER if ep.role == "worker" else Role.PLANNER) for ep in episodes])
 
 
 def _gold(episodes: Sequence[Episode]) -> list[Any] | None:

@@ -17,30 +17,38 @@ from toolgym.trainers.rollouts.to_batch import episodes_to_batch
 logger = logging.getLogger(__name__)
 
 
-def oracle_episode(env: Any, seed: int, tokenizer: Any, fmt: ChatFormat, max_tokens: int = 512) -> Episode:
-    """Play the task's gold actions in `env`, recorded exactly as a rollout would be."""
-    builder = EpisodeBuilder(Episode(seq_id=f"oracle-{seed}", group_id=seed, seed=seed), tokenizer, fmt, max_tokens)
-    obs, _info = env.reset(seed=seed)
-    builder.start(obs)
+def oracle_episode(env: Any, seed: int, tokenizer: Any, fmt: ChatFormat, max_tokens: int = 512) -> list[Episode]:
+    """Play the task's gold actions in `env`, recorded exactly as a rollout would be: the task episode,
+    then any worker sub-episodes a planner-worker env opened."""
+    from toolgym.trainers.rollouts.collector import EnvSlot, start_worker
+
+    def new_builder(name: str) -> EpisodeBuilder:
+        return EpisodeBuilder(Episode(seq_id=name, group_id=seed, seed=seed), tokenizer, fmt, max_tokens)
+
+    slot = EnvSlot(new_builder(f"oracle-{seed}"))
+    obs, info = env.reset(seed=seed)
+    slot.task.start(obs)
+    slot.task.episode.role = info.get("role")
     end_id = fmt.end_id(tokenizer)
     for action in env.unwrapped.task.gold_actions:
         ids = list(tokenizer.encode(action, add_special_tokens=False)) + [end_id]
-        builder.add_model_turn(GenOutput(ids, [0.0] * len(ids)))
-        builder.add_env_step(*env.step(action))
-        if builder.episode.done:
+        slot.current.add_model_turn(GenOutput(ids, [0.0] * len(ids)))
+        worker_name = f"oracle-{seed}-w{len(slot.workers)}"
+        slot.record(env.step(action), lambda parent, o, n=worker_name: start_worker(new_builder(n), parent, o))
+        if slot.task.episode.done:
             break
-    return builder.episode
+    return [slot.task.episode, *(w.episode for w in slot.workers)]
 
 
 def oracle_episodes(env_id: str, seeds: Sequence[int], tokenizer: Any, fmt: ChatFormat) -> list[Episode]:
-    """Oracle episodes for every seed (local env)."""
+    """Oracle episodes for every seed (local env), worker sub-episodes included."""
     import gymnasium as gym
 
     import toolgym  # noqa: F401
 
     env = gym.make(env_id)
     try:
-        return [oracle_episode(env, int(s), tokenizer, fmt) for s in seeds]
+        return [episode for s in seeds for episode in oracle_episode(env, int(s), tokenizer, fmt)]
     finally:
         env.close()
 

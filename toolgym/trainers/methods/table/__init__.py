@@ -56,15 +56,24 @@ demonstrations (tasks no rollout of a group solved) run there. AXPO's resamples 
 run in the rollout workers with local envs: they record `get_state()` before every step and fork on
 the engine (`toolgym.trainers.rollouts.collector.afork`). It fails at start, naming the reason, for
 what its Ray workers cannot sample: forks over HTTP (AXPO, ELPO with `env.server_url`), rewards scored
-against the task's gold (MatchTIR, AutoTIR, TAPO) over HTTP, `per_turn` (Flow-GRPO),
-`planner_worker` (MATPO) and `offline` (StepTool) rollouts, and `single_stream` (SPO) unless
-`rollout.group_size=1`. Prompt samplers (SPO, VSPO) are not applied and groups a group filter drops
-are not regenerated; a run says so when it starts. The learner (`Learner.rl_step`) trains every
+against the task's gold (MatchTIR, AutoTIR, TAPO) over HTTP, `offline` (StepTool) rollouts,
+`planner_worker` (MATPO) rollouts on any env but `toolgym/PlannerWorker-v0`, and `single_stream`
+(SPO) unless `rollout.group_size=1`. MATPO's worker sub-episodes come from that env (local or over
+HTTP): each planner call to its `worker` tool opens a worker context (`info["context"] == "new"`)
+that the collector records as an episode of its own, linked to its planner (`parent_id`,
+`role`), whose answer goes back to the planner as the tool response. Flow-GRPO's `per_turn` kind
+is applied by the learner: each episode is split into one sample per assistant turn
+(`flow_grpo.split_turns`) before advantages. A method with a prompt sampler (SPO's priorities,
+VSPO's values) draws its tasks from a fixed pool (`rollout.prompt_pool`, 1024 by default): the
+driver asks the learner, which holds the sampler's state, for each step's picks. A method with a
+group filter (DAPO's dynamic sampling) rolls out more groups of fresh tasks until `prompts_per_step`
+groups are kept, at most the filter's `max_num_gen_batches` draws (`rollout/generation_draws`).
+Preset rollout options the loop does not apply are said when a run starts. The learner (`Learner.rl_step`) trains every
 preset, a value head included for critic methods (PPO, OTC-PPO, StepTool).
 
 Asynchronous rollouts (HisPO) need `policy_version` per row, `rollout_logprobs` and the learner's
 current version in `batch.meta["policy_version"]`; progressive reward shaping (VSPO) reads the
-training step from `batch.meta["step"]`.
+training step from `batch.meta["step"]`; the learner sets both unless the batch has them.
 
 """
 
