@@ -1,17 +1,18 @@
 """Compare RL methods side by side on the tiny model: final success, tool calls per success, stability, vs GRPO.
 
-Every method trains the same SFT-warm-started tiny policy (toolgym.trainers.tiny) for the same
-budget (steps × groups × group size) on `toolgym/Calculator-v0`, with the same learner
-(`toolgym.trainers.learner.Learner`) and engine (`TransformersEngine`). Rollouts go through each
-method's rollout strategy (`toolgym.trainers.methods.strategies`), so EAPO gets its tool-free
-rollouts, AXPO its forked resamples and ToolExpander its demonstrations; AKBE's dual path maps to
-tools-off rollouts. Tool-efficiency methods also run on a second env (`--world-env`).
+Every method trains the same SFT-warm-started tiny policy (toolgym.trainers.tiny, stopped at 30%
+greedy success like the learning demo, so RL has signal) for the same budget (steps × groups ×
+group size) on `toolgym/Calculator-v0`, through what `toolgym train` runs: the rollout collector
+with each method's rollout plan (`GroupPlanner`: EAPO's tool-free rollouts, ToolExpander's
+demonstrations, AXPO's and ELPO's forks), `episodes_to_batch` and `Learner.rl_step` (critics,
+Flow-GRPO's per-turn samples included). MATPO trains on `toolgym/PlannerWorker-v0` over the same
+env, with its own warm start (planner and worker oracle episodes). Tool-efficiency methods also run
+on a second env (`--world-env`).
 
-    python bench/methods.py --steps 8 --methods grpo,otc_grpo,hdpo --out runs/bench_methods
+    python bench/methods.py --steps 20 --methods grpo,otc_grpo,hdpo --out runs/bench_methods
 
 Writes `<out>/methods.md` (the Markdown table, also printed), `<out>/methods.png` and
-`<out>/results.json`. Methods the in-process learner cannot run (a critic, offline data, MATPO's
-worker sub-episodes, per-turn samples) are listed with the reason instead of a number.
+`<out>/results.json`. StepTool (offline trajectories) is listed with the reason instead of a number.
 """
 
 from __future__ import annotations
@@ -28,25 +29,22 @@ from typing import Any
 import numpy as np
 
 EFFICIENCY_METHODS = ("otc_grpo", "hdpo", "eapo", "toolrla", "aspo")
-UNSUPPORTED_KINDS = {
-    "offline": "offline trajectories (StepTool)",
-    "planner_worker": "worker sub-episodes (MATPO)",
-    "per_turn": "per-turn samples (Flow-GRPO)",
-}
+UNSUPPORTED_KINDS = {"offline": "offline trajectories (StepTool)"}
+PLANNER_WORKER = "toolgym/PlannerWorker-v0"
 
 
 @dataclass
 class BenchConfig:
     """One budget for every method."""
 
-    steps: int = 8
-    prompts: int = 4
-    group: int = 4
-    eval_tasks: int = 64
+    steps: int = 20
+    prompts: int = 8
+    group: int = 8
+    eval_tasks: int = 128
     lr: float = 1e-4
     temperature: float = 0.7
     max_new_tokens: int = 48
-    max_turns: int = 4
+    max_turns: int = 3
     seed: int = 0
     env_id: str = "toolgym/Calculator-v0"
 
@@ -69,159 +67,102 @@ class MethodResult:
     skipped: str = ""
 
 
-class EnginePolicy:
-    """A `TextPolicy` over the tiny engine: rebuilds the chat context and samples one assistant turn."""
-
-    def __init__(self, engine: Any, tokenizer: Any, fmt: Any, params: Any) -> None:
-        self.engine, self.tokenizer, self.fmt, self.params = engine, tokenizer, fmt, params
-        self.calls = 0
-        self.last_uncertainty = 0.0
-
-    def __call__(self, prompt: str, history: Any, prefix: str) -> str:
-        from toolgym.trainers.engines.base import GenRequest
-
-        text = (
-            self.fmt.prompt(prompt)
-            + "".join(f"{a}{self.fmt.end_of_turn}{self.fmt.observation(o)}" for a, o in history)
-            + prefix
-        )
-        ids = list(self.tokenizer.encode(text, add_special_tokens=False))
-        self.calls += 1
-        out = self.engine.generate([GenRequest(f"b{self.calls}", ids)], self.params)[0]
-        self.last_uncertainty = -sum(out.logprobs) / max(len(out.logprobs), 1)  # AXPO's prefix selection
-        body = out.token_ids[:-1] if out.finish_reason == "stop" else out.token_ids
-        return prefix + self.tokenizer.decode(body, skip_special_tokens=False)
-
-
-def unsupported(preset: Any, needs_critic: bool) -> str:
-    """Why the in-process learner cannot run this preset ('' if it can)."""
-    if needs_critic:
-        return "needs a critic (value head)"
+def unsupported(preset: Any) -> str:
+    """Why `toolgym train`'s path cannot run this preset ('' if it can)."""
     return UNSUPPORTED_KINDS.get(preset.rollout.kind, "")
 
 
-def strategy_for(preset: Any) -> Any:
-    """The method's rollout strategy; AKBE's dual path becomes tools-off rollouts."""
-    from toolgym.trainers.methods.strategies import make_strategy
-    from toolgym.trainers.methods.tier_b.eapo import ToolsOffMix
+def env_of(name: str, env_id: str) -> tuple[str, dict[str, Any]]:
+    """The env a method trains on: MATPO's planner-worker env over `env_id`, else `env_id` itself."""
+    from toolgym.trainers.methods import REGISTRY
 
-    if preset.rollout.kind == "dual_path":
-        return ToolsOffMix(int(preset.rollout.options.get("n_tools_off", 2)))
-    return make_strategy(dict(preset.rollout.options))
-
-
-def make_runner(env_id: str, policy: Any, max_turns: int) -> Any:
-    import gymnasium as gym
-
-    import toolgym  # noqa: F401
-    from toolgym.trainers.methods.strategies import ForkRunner
-
-    return ForkRunner(lambda: gym.make(env_id), policy, max_turns=max_turns)
+    if REGISTRY.get(name).rollout.kind == "planner_worker":
+        return PLANNER_WORKER, {"env_id": env_id}
+    return env_id, {}
 
 
-def evaluate(runner: Any, seeds: range) -> tuple[float, float]:
-    """Greedy success rate and tool calls per successful episode."""
-    from toolgym.trainers.methods.strategies import EpisodePlan
+def env_kwargs(env_id: str, cfg: BenchConfig, inner: dict[str, Any]) -> dict[str, Any]:
+    """Constructor kwargs: the turn limit (on the inner env of the planner-worker env)."""
+    if env_id == PLANNER_WORKER:
+        return {**inner, "env_kwargs": {"max_turns": cfg.max_turns + 2}}
+    return {**inner, "max_turns": cfg.max_turns}
 
-    traces = [runner.run(EpisodePlan(seed=s, group_id=s)) for s in seeds]
-    wins = [t for t in traces if t.success]
-    calls = sum(t.num_tool_calls for t in wins) / len(wins) if wins else math.nan
-    return len(wins) / max(len(traces), 1), calls
+
+def evaluate(collector: Any, params: Any, seeds: range) -> tuple[float, float]:
+    """Greedy success rate and tool calls per successful task episode."""
+    from toolgym.trainers.rollouts.collector import EpisodeSpec
+    from toolgym.trainers.rollouts.stats import is_success, success_rate, task_episodes
+
+    episodes = collector.collect([EpisodeSpec(s, s) for s in seeds], params)
+    wins = [ep for ep in task_episodes(episodes) if is_success(ep)]
+    calls = sum(len(ep.tool_calls) for ep in wins) / len(wins) if wins else math.nan
+    return success_rate(episodes), calls
 
 
 class Setup:
-    """The warm-started tiny policy, tokenizer and chat format shared by every run."""
+    """The warm-started tiny policy, tokenizer and chat format shared by every run on one env."""
 
-    def __init__(
-        self, out: Path, cfg: BenchConfig, model: str = "", sft_steps: int = 200, env_id: str = "toolgym/Calculator-v0"
-    ) -> None:
-        from transformers import AutoTokenizer
-
+    def __init__(self, out: Path, cfg: BenchConfig, model: str = "", env_id: str = "toolgym/Calculator-v0") -> None:
         from toolgym.trainers.config import TrainConfig
         from toolgym.trainers.tiny import TINY_FORMAT
         from toolgym.trainers.tiny.prepare import prepare_tiny_policy
+        from toolgym.trainers.tiny.tokenizer import load_tokenizer
 
+        self.env_id, self.kwargs = (
+            env_id,
+            env_kwargs(env_id, cfg, {} if env_id != PLANNER_WORKER else {"env_id": cfg.env_id}),
+        )
         if model:
             self.path = Path(model)
-        else:
+        else:  # the demo's warm start: SFT on oracle episodes until 30% greedy success
             train_cfg = TrainConfig(name="bench", output_dir=str(out), seed=cfg.seed)
-            train_cfg.env.id = env_id  # the warm start imitates this env's gold actions
-            train_cfg.model.sft.max_steps, train_cfg.model.sft.validation_tasks = sft_steps, 32
+            train_cfg.env.id, train_cfg.env.kwargs = env_id, dict(self.kwargs)
+            train_cfg.model.sft.target_success, train_cfg.model.sft.validation_tasks = 0.3, 128
+            train_cfg.model.sft.max_steps, train_cfg.eval.max_new_tokens = 400, self.max_new_tokens(cfg)
             self.path = prepare_tiny_policy(train_cfg, out / "sft_model").path
-        self.tokenizer, self.fmt, self.cfg = AutoTokenizer.from_pretrained(str(self.path)), TINY_FORMAT, cfg
+        self.tokenizer, self.fmt, self.cfg = load_tokenizer(str(self.path)), TINY_FORMAT, cfg
 
-    def params(self, greedy: bool) -> Any:
-        from toolgym.trainers.engines.base import SamplingParams
+    def max_new_tokens(self, cfg: BenchConfig) -> int:
+        """A turn's token cap: a planner's delegation spells the worker call out character by character."""
+        return 128 if self.env_id == PLANNER_WORKER else cfg.max_new_tokens
 
-        tok, fmt = self.tokenizer, self.fmt
-        return SamplingParams(
-            temperature=self.cfg.temperature,
-            max_new_tokens=self.cfg.max_new_tokens,
-            greedy=greedy,
-            stop_ids=(fmt.end_id(tok),),
-            forbidden_ids=tuple(fmt.forbidden_ids(tok)),
-        )
+    def collector(self, engine: Any) -> Any:
+        """A collector over local envs of this setup's env."""
+        from toolgym.trainers.rollouts.collector import RolloutCollector
+        from toolgym.trainers.rollouts.envs import LocalEnvPool
 
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return RolloutCollector(engine, self.tokenizer, self.fmt, LocalEnvPool(self.env_id, self.kwargs))
 
-    def trace_format(self) -> Any:
-        from toolgym.trainers.methods.trace_batch import TraceFormat
+    def engine(self) -> Any:
+        from toolgym.trainers.engines.hf import TransformersEngine
 
-        f = self.fmt
-        return TraceFormat(user=f.user, assistant=f.assistant, tool=f.tool, end=f.end_of_turn)
+        return TransformersEngine.from_pretrained(str(self.path))
+
+    def params(self, collector: Any, greedy: bool, seed: int | None = None) -> Any:
+        return collector.sampling(self.cfg.temperature, self.max_new_tokens(self.cfg), greedy=greedy, seed=seed)
 
 
-def learner_batch(learner: Any, batch: Any, step: int) -> Any:
-    """Behaviour log-probs (on-policy: the current model) and the version, as an engine would record them."""
-    import torch
-
-    from toolgym.trainers.learner import token_logprobs
-
-    with torch.no_grad():
-        logp, _ = token_logprobs(learner.model, batch, learner.config.temperature)
-    return batch.replace(
-        rollout_logprobs=logp * batch.mask,
-        policy_version=torch.full((batch.batch_size,), step),
-        meta={**batch.meta, "step": step, "policy_version": step},
-    )
-
-
-def train_one(name: str, setup: Setup, env_id: str, before: tuple[float, float]) -> MethodResult:
-    """Train `name` for the budget and evaluate it."""
-    from transformers import AutoModelForCausalLM
-
-    from toolgym.trainers.engines.hf import TransformersEngine
-    from toolgym.trainers.learner import Learner, LearnerConfig
-    from toolgym.trainers.methods import REGISTRY, build_algorithm
-    from toolgym.trainers.methods.strategies import run_group
-    from toolgym.trainers.methods.trace_batch import traces_to_batch
-
-    cfg, preset = setup.cfg, REGISTRY.get(name)
-    algo = build_algorithm(name)
-    result = MethodResult(name, env_id, preset.tier, *before)
-    if reason := unsupported(preset, algo.needs_critic):
+def train_one(name: str, setup: Setup, before: tuple[float, float]) -> MethodResult:
+    """Train `name` for the budget with `toolgym train`'s rollout path, in process, and evaluate it."""
+    cfg, preset, result = setup.cfg, _preset(name), MethodResult(name, setup.env_id, _preset(name).tier, *before)
+    if reason := unsupported(preset):
         result.skipped = reason
         return result
     start = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(str(setup.path))
-    learner = Learner(model, algo, LearnerConfig(lr=cfg.lr, temperature=cfg.temperature))
-    engine = TransformersEngine(AutoModelForCausalLM.from_pretrained(str(setup.path)), setup.tokenizer.pad_token_id)
-    runner = make_runner(env_id, EnginePolicy(engine, setup.tokenizer, setup.fmt, setup.params(False)), cfg.max_turns)
-    strategy, norms = strategy_for(preset), []
-    rng = np.random.default_rng(cfg.seed)
+    learner, engine = _learner(name, setup), setup.engine()
+    collector, planner = setup.collector(engine), _planner(preset, setup)
+    collector.snapshots = planner.fork_options is not None
+    norms, rng = [], np.random.default_rng(cfg.seed)
     for step in range(cfg.steps):
-        seeds = 1_000_000 + rng.integers(0, 2**30, size=cfg.prompts)
-        traces = [t for g, s in enumerate(seeds) for t in run_group(runner, strategy, int(s), g, cfg.group)]
-        result.reward_curve.append(float(statistics.mean(t.success for t in traces)))
-        batch = learner_batch(learner, traces_to_batch(traces, setup.encode, setup.trace_format()), step)
-        metrics = learner.rl_step(batch)
-        norm = metrics.get("losses/grad_norm", math.nan)
-        norms.append(norm)
+        episodes = _rollouts(collector, planner, setup, rng, step)
+        result.reward_curve.append(_success(episodes))
+        metrics = learner.rl_step(_batch(episodes, setup))
+        norms.append(metrics.get("losses/grad_norm", math.nan))
         result.nonfinite_steps += int(not math.isfinite(metrics.get("losses/total", 0.0)))
         engine.update_weights(learner.state_dict(), step + 1)
-    greedy = make_runner(env_id, EnginePolicy(engine, setup.tokenizer, setup.fmt, setup.params(True)), cfg.max_turns)
-    result.success_after, result.calls_per_success = evaluate(greedy, range(cfg.eval_tasks))
+    result.success_after, result.calls_per_success = evaluate(
+        collector, setup.params(collector, True), range(cfg.eval_tasks)
+    )
     finite = [n for n in norms if math.isfinite(n)]
     result.grad_norm_mean = statistics.mean(finite) if finite else math.nan
     result.grad_norm_max = max(finite) if finite else math.nan
@@ -229,25 +170,77 @@ def train_one(name: str, setup: Setup, env_id: str, before: tuple[float, float])
     return result
 
 
-def safe_train(name: str, setup: Setup, env_id: str, before: tuple[float, float]) -> MethodResult:
-    """`train_one`, recording an error as the result's note instead of stopping the whole comparison."""
-    try:
-        return train_one(name, setup, env_id, before)
-    except Exception as error:  # noqa: BLE001 — one method's failure is a result, not a crash
-        from toolgym.trainers.methods import REGISTRY
+def _preset(name: str) -> Any:
+    from toolgym.trainers.methods import REGISTRY
 
-        return MethodResult(name, env_id, REGISTRY.get(name).tier, *before, skipped=f"error: {error!r}"[:200])
+    return REGISTRY.get(name)
 
 
-def baseline(setup: Setup, env_id: str) -> tuple[float, float]:
-    """Success and calls per success of the warm-started policy before RL (greedy)."""
+def _learner(name: str, setup: Setup) -> Any:
     from transformers import AutoModelForCausalLM
 
-    from toolgym.trainers.engines.hf import TransformersEngine
+    from toolgym.trainers.learner import Learner, LearnerConfig
+    from toolgym.trainers.methods import build_algorithm
 
-    engine = TransformersEngine(AutoModelForCausalLM.from_pretrained(str(setup.path)), setup.tokenizer.pad_token_id)
-    policy = EnginePolicy(engine, setup.tokenizer, setup.fmt, setup.params(True))
-    return evaluate(make_runner(env_id, policy, setup.cfg.max_turns), range(setup.cfg.eval_tasks))
+    model = AutoModelForCausalLM.from_pretrained(str(setup.path))
+    forbidden = tuple(setup.fmt.forbidden_ids(setup.tokenizer))
+    config = LearnerConfig(
+        lr=setup.cfg.lr, temperature=setup.cfg.temperature, max_grad_norm=0.0, forbidden_ids=forbidden
+    )
+    return Learner(model, build_algorithm(name), config)
+
+
+def _planner(preset: Any, setup: Setup) -> Any:
+    from toolgym.trainers.config import EnvConfig
+    from toolgym.trainers.rollouts.strategy import GroupPlanner
+
+    size = 1 if preset.rollout.kind == "single_stream" else setup.cfg.group
+    return GroupPlanner(preset, size, local_envs=True, env=EnvConfig(id=setup.env_id, kwargs=dict(setup.kwargs)))
+
+
+def _rollouts(collector: Any, planner: Any, setup: Setup, rng: Any, step: int) -> list[Any]:
+    """One step's groups (same budget for every method: a single-stream method gets prompts × group tasks)."""
+    import asyncio
+
+    from toolgym.trainers.rollouts.strategy import EngineForks, expand_groups
+
+    cfg = setup.cfg
+    single = _preset(planner.name).rollout.kind == "single_stream"
+    groups, size = (cfg.prompts * cfg.group, 1) if single else (cfg.prompts, cfg.group)
+    seeds = 1_000_000 + rng.integers(0, 2**30, size=groups)
+    specs = [spec for g, s in enumerate(seeds) for spec in planner.group(int(s), step * groups + g, size)]
+    params = setup.params(collector, False, seed=cfg.seed * 7919 + step)
+    episodes = collector.collect(specs, params)
+    if planner.fork_options is not None:
+        episodes = expand_groups(planner.fork_options, episodes, EngineForks(collector, params, asyncio.run))
+    planner.observe(episodes)
+    return episodes
+
+
+def _batch(episodes: list[Any], setup: Setup) -> Any:
+    from toolgym.trainers.rollouts.to_batch import episodes_to_batch
+
+    return episodes_to_batch(episodes, setup.tokenizer.pad_token_id, reward_key="success")
+
+
+def _success(episodes: list[Any]) -> float:
+    from toolgym.trainers.rollouts.stats import success_rate
+
+    return success_rate(episodes)
+
+
+def safe_train(name: str, setup: Setup, before: tuple[float, float]) -> MethodResult:
+    """`train_one`, recording an error as the result's note instead of stopping the whole comparison."""
+    try:
+        return train_one(name, setup, before)
+    except Exception as error:  # noqa: BLE001 — one method's failure is a result, not a crash
+        return MethodResult(name, setup.env_id, _preset(name).tier, *before, skipped=f"error: {error!r}"[:200])
+
+
+def baseline(setup: Setup) -> tuple[float, float]:
+    """Success and calls per success of the warm-started policy before RL (greedy)."""
+    collector = setup.collector(setup.engine())
+    return evaluate(collector, setup.params(collector, True), range(setup.cfg.eval_tasks))
 
 
 def _fmt(x: float, digits: int = 3) -> str:
@@ -311,7 +304,6 @@ def main() -> int:
     parser.add_argument("--env", default=BenchConfig.env_id, help="env every listed method trains on")
     parser.add_argument("--out", default="runs/bench_methods")
     parser.add_argument("--model", default="", help="a warm-started tiny model folder (default: SFT one into --out)")
-    parser.add_argument("--sft-steps", type=int, default=200, help="SFT warm-start steps at most")
     for f in ("steps", "prompts", "group", "eval_tasks", "seed"):
         parser.add_argument(f"--{f.replace('_', '-')}", type=int, default=getattr(BenchConfig, f))
     parser.add_argument("--lr", type=float, default=BenchConfig.lr)
@@ -334,18 +326,17 @@ def main() -> int:
     if args.report_only:
         return report([MethodResult(**r) for r in json.loads((out / "results.json").read_text())], cfg, out)
     methods = [m for m in args.methods.split(",") if m] or default_methods()
-    runs = [(m, cfg.env_id) for m in methods]
+    runs = [(m, env_of(m, cfg.env_id)[0]) for m in methods]
     if args.world_env:
         runs += [(m, args.world_env) for m in ("grpo", *EFFICIENCY_METHODS) if m in methods]
-    envs = sorted({e for _, e in runs})
-    setups = {
-        env: Setup(out / env.split("/")[-1], cfg, args.model if env == cfg.env_id else "", args.sft_steps, env)
-        for env in envs
-    }
-    before = {env: baseline(setups[env], env) for env in envs}
+    runs.sort(key=lambda run: run[1] != cfg.env_id)  # the main env first: a partial run still compares it
+    setups: dict[str, tuple[Setup, tuple[float, float]]] = {}
     results = []
     for name, env in runs:
-        results.append(safe_train(name, setups[env], env, before[env]))
+        if env not in setups:  # warm start and baseline on first use
+            setup = Setup(out / env.split("/")[-1], cfg, args.model if env == cfg.env_id else "", env)
+            setups[env] = (setup, baseline(setup))
+        results.append(safe_train(name, *setups[env]))
         print(f"{name} on {env}: {asdict(results[-1])['success_after']}", flush=True)
         (out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
     return report(results, cfg, out)

@@ -26,6 +26,7 @@ def test_gold_walk_switches_roles_and_the_planner_is_scored() -> None:
     task = env.unwrapped.task
     assert obs == task.instruction and info["role"] == "planner"
     assert [t["function"]["name"] for t in info["tools"]] == ["worker", "calculator"]
+    assert task.gold_actions[0] == delegate(task.metadata["expression"])  # a short subtask to delegate
     roles = []
     for action in task.gold_actions:
         obs, reward, terminated, truncated, info = env.step(action)

@@ -189,9 +189,11 @@ class PlannerWorkerEnv(gym.Env[str, str]):
         return [spec.to_openai() for spec in self.inner.tool_specs]
 
     def _planner_task(self, task: Task) -> Task:
-        """The env's task with planner-worker gold: delegate the task, the worker solves it, the planner answers."""
+        """The env's task with planner-worker gold: delegate the task (its `metadata["subtask"]`, else its
+        `metadata["expression"]`, else the instruction), the worker solves it, the planner answers."""
         gold = list(task.gold_actions)
-        call = {"name": self.worker_tool, "arguments": {"subtask": task.instruction}}
+        subtask = task.metadata.get("subtask") or task.metadata.get("expression") or task.instruction
+        call = {"name": self.worker_tool, "arguments": {"subtask": str(subtask)}}
         delegate = f"<tool_call>{json.dumps(call)}</tool_call>"
         answer = gold[-1] if gold else "<answer></answer>"
         return task.model_copy(update={"gold_actions": [delegate, *gold[:-1], answer, answer]})
