@@ -144,7 +144,8 @@ class Setup:
 
 def train_one(name: str, setup: Setup, before: tuple[float, float]) -> MethodResult:
     """Train `name` for the budget with `toolgym train`'s rollout path, in process, and evaluate it."""
-    cfg, preset, result = setup.cfg, _preset(name), MethodResult(name, setup.env_id, _preset(name).tier, *before)
+    cfg, preset = setup.cfg, _preset(name)
+    result = MethodResult(name, setup.env_id, preset.tier, success_before=before[0])
     if reason := unsupported(preset):
         result.skipped = reason
         return result
@@ -234,7 +235,8 @@ def safe_train(name: str, setup: Setup, before: tuple[float, float]) -> MethodRe
     try:
         return train_one(name, setup, before)
     except Exception as error:  # noqa: BLE001 — one method's failure is a result, not a crash
-        return MethodResult(name, setup.env_id, _preset(name).tier, *before, skipped=f"error: {error!r}"[:200])
+        tier, note = _preset(name).tier, f"error: {error!r}"[:200]
+        return MethodResult(name, setup.env_id, tier, success_before=before[0], skipped=note)
 
 
 def baseline(setup: Setup) -> tuple[float, float]:
