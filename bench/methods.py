@@ -257,8 +257,8 @@ def markdown(results: list[MethodResult], cfg: BenchConfig) -> str:
         f"greedy eval on {cfg.eval_tasks} tasks.",
         "",
         "| env | method | tier | success before → after | Δ vs GRPO | tool calls / success | "
-        "grad-norm mean / max | non-finite steps | seconds | note |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "grad-norm mean / max | largest drop of rollout success | non-finite steps | seconds | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         base = grpo.get(r.env_id)
@@ -266,9 +266,19 @@ def markdown(results: list[MethodResult], cfg: BenchConfig) -> str:
         lines.append(
             f"| {r.env_id} | `{r.method}` | {r.tier} | {_fmt(r.success_before)} → {_fmt(r.success_after)} | "
             f"{_fmt(delta, 3)} | {_fmt(r.calls_per_success, 2)} | {_fmt(r.grad_norm_mean, 2)} / "
-            f"{_fmt(r.grad_norm_max, 2)} | {r.nonfinite_steps} | {r.seconds:.0f} | {r.skipped} |"
+            f"{_fmt(r.grad_norm_max, 2)} | {_fmt(largest_drop(r.reward_curve))} | {r.nonfinite_steps} | "
+            f"{r.seconds:.0f} | {r.skipped} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def largest_drop(curve: list[float]) -> float:
+    """Stability: the largest fall of rollout success from its best so far (0: never fell)."""
+    best, drop = -math.inf, 0.0
+    for value in curve:
+        best = max(best, value)
+        drop = max(drop, best - value)
+    return drop if curve else math.nan
 
 
 def plot(results: list[MethodResult], path: Path) -> None:

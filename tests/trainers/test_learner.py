@@ -51,6 +51,17 @@ def test_rl_step_updates_the_policy(fresh):
     assert changed and learner.version == 1
 
 
+def test_gradient_norm_is_measured_without_clipping(fresh):
+    model, tokenizer = fresh
+    batch = _rl_batch(tokenizer, [1.0, 0.0, 0.0, 1.0])
+    unclipped = Learner(copy.deepcopy(model), build_algorithm("grpo", GRPO), LearnerConfig(lr=1e-3, max_grad_norm=0.0))
+    norm = unclipped.rl_step(batch)["losses/grad_norm"]
+    clipped = Learner(
+        copy.deepcopy(model), build_algorithm("grpo", GRPO), LearnerConfig(lr=1e-3, max_grad_norm=norm / 10)
+    )
+    assert norm > 0 and clipped.rl_step(batch)["losses/grad_norm"] == pytest.approx(norm, rel=1e-4)  # pre-clip norm
+
+
 def test_groups_without_signal_are_dropped(fresh):
     model, tokenizer = fresh
     before = copy.deepcopy(model.state_dict())

@@ -239,9 +239,8 @@ class Learner:
         self._clip_and_step()
 
     def _clip_and_step(self) -> float:
-        norm = 0.0
-        if self.config.max_grad_norm > 0:
-            norm = float(torch.nn.utils.clip_grad_norm_(self._parameters(), self.config.max_grad_norm))
+        limit = self.config.max_grad_norm if self.config.max_grad_norm > 0 else math.inf  # inf: measured, not clipped
+        norm = float(torch.nn.utils.clip_grad_norm_(self._parameters(), limit))
         self.optimizer.step()
         self.step += 1
         self.version += 1
