@@ -114,6 +114,8 @@ class Setup:
         )
         if model:
             self.path = Path(model)
+        elif (out / "sft_model" / "config.json").exists():  # a warm start of an earlier run (delete it to redo)
+            self.path = out / "sft_model"
         else:  # the demo's warm start: SFT on oracle episodes until 30% greedy success
             train_cfg = TrainConfig(name="bench", output_dir=str(out), seed=cfg.seed)
             train_cfg.env.id, train_cfg.env.kwargs = env_id, dict(self.kwargs)
