@@ -29,6 +29,16 @@ def tiny() -> tuple[Any, Any]:
 
 
 @pytest.fixture(scope="session")
+def tiny_small() -> tuple[Any, Any]:
+    """(tokenizer, random-init tiny model at its smallest: hidden 32, 1 layer) — deep-copy before training."""
+    pytest.importorskip("torch")
+    from toolgym.trainers.tiny import build_tiny_model, build_tokenizer
+
+    tokenizer = build_tokenizer()
+    return tokenizer, build_tiny_model(tokenizer, hidden=32, layers=1, heads=2, mlp=64, seed=0)
+
+
+@pytest.fixture(scope="session")
 def tiny_path(tiny: tuple[Any, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny model saved with `save_pretrained`."""
     from toolgym.trainers.tiny import save_tiny

@@ -24,7 +24,7 @@ from toolgym.trainers.rollouts.envs import LocalEnvPool, RemoteEnvPool  # noqa: 
 from toolgym.trainers.rollouts.stats import rollout_metrics, success_rate  # noqa: E402
 from toolgym.trainers.rollouts.strategy import UnsupportedRollout  # noqa: E402
 from toolgym.trainers.rollouts.to_batch import episodes_to_batch  # noqa: E402
-from toolgym.trainers.tiny import TINY_FORMAT, build_tiny_model, build_tokenizer  # noqa: E402
+from toolgym.trainers.tiny import TINY_FORMAT, build_tokenizer  # noqa: E402
 
 ENV = "toolgym/PlannerWorker-v0"
 
@@ -102,7 +102,7 @@ def test_each_worker_call_becomes_a_worker_episode_of_its_planner(tokenizer) -> 
     assert rollout_metrics(episodes, 1.0)["rollout/worker_episodes"] == 8.0
 
 
-def test_matpo_broadcasts_the_planner_outcome_to_its_workers(tokenizer) -> None:
+def test_matpo_broadcasts_the_planner_outcome_to_its_workers(tokenizer, tiny_small) -> None:
     episodes = _collect(tokenizer, LocalEnvPool(ENV))
     batch = episodes_to_batch(episodes, tokenizer.pad_token_id, reward_key="success")
     assert batch.role.tolist() == [int(Role.PLANNER)] * 8 + [int(Role.WORKER)] * 8
@@ -113,7 +113,7 @@ def test_matpo_broadcasts_the_planner_outcome_to_its_workers(tokenizer) -> None:
     broadcast = algorithm.transform_rewards(batch)
     for row in range(8, 16):
         assert broadcast.reward[row] == broadcast.reward[int(batch.parent_id[row])]
-    model = build_tiny_model(tokenizer, hidden=32, layers=1, heads=2, mlp=64, seed=0)
+    model = tiny_small[1]
     learner = Learner(copy.deepcopy(model), algorithm, LearnerConfig(lr=1e-2, drop_zero_advantage=False))
     metrics = learner.rl_step(batch)
     assert math.isfinite(metrics["losses/total"]) and metrics["rollout/sequences"] == 16

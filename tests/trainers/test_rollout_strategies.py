@@ -240,14 +240,6 @@ NO_SIGNAL_HERE = {  # scripted Calculator episodes give these methods no non-zer
 }
 
 
-@pytest.fixture(scope="module")
-def tiny_small():
-    from toolgym.trainers.tiny import build_tiny_model, build_tokenizer
-
-    tokenizer = build_tokenizer()
-    return tokenizer, build_tiny_model(tokenizer, hidden=32, layers=1, heads=2, mlp=64, seed=0)
-
-
 @pytest.mark.parametrize("name", sorted(set(REGISTRY.names()) - set(UNSUPPORTED)))
 def test_every_supported_preset_learns_from_collected_episodes(name: str, tiny_small) -> None:
     """What `toolgym train` feeds the learner: collector episodes (with the strategy's plan and forks) → batch."""

@@ -46,7 +46,9 @@ def test_kept_groups_are_the_groups_with_varied_outcomes() -> None:
 
 
 def test_dapo_refills_until_enough_groups_are_kept() -> None:
-    cfg = load_config(None, ["algorithm.name=dapo", "rollout.prompts_per_step=3", "rollout.group_size=2", "rollout.workers=1"])
+    cfg = load_config(
+        None, ["algorithm.name=dapo", "rollout.prompts_per_step=3", "rollout.group_size=2", "rollout.workers=1"]
+    )
     draw = TaskDraw(cfg, rollout_planner(cfg))
     calls = []
 

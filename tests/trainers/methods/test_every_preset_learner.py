@@ -21,24 +21,10 @@ from toolgym.trainers.learner import Learner, LearnerConfig, token_logprobs
 from toolgym.trainers.methods import REGISTRY, build_algorithm
 from toolgym.trainers.methods.strategies import ForkRunner, make_strategy, run_group
 from toolgym.trainers.methods.trace_batch import TraceFormat, traces_to_batch
+from toolgym.trainers.tiny import TINY_FORMAT
 
 PRESETS = sorted(REGISTRY.names())
 TAGGED_FORMAT = {"autotir", "tapo"}  # rewards read <think>/<answer> tags, not the Calculator's tool-call format
-
-
-@pytest.fixture(scope="module")
-def tiny_small() -> tuple[Any, Any]:
-    """The project's tiny tokenizer and a random-init tiny Qwen2 (hidden 32, 1 layer)."""
-    from toolgym.trainers.tiny import build_tiny_model, build_tokenizer
-
-    tokenizer = build_tokenizer()
-    return tokenizer, build_tiny_model(tokenizer, hidden=32, layers=1, heads=2, mlp=64, seed=0)
-
-
-def _format() -> TraceFormat:
-    from toolgym.trainers.tiny import TINY_FORMAT as F
-
-    return TraceFormat(user=F.user, assistant=F.assistant, tool=F.tool, end=F.end_of_turn)
 
 
 def preset_batch(name: str, policy_cls: Any, tokenizer: Any, model: Any) -> RolloutBatch:
@@ -49,7 +35,7 @@ def preset_batch(name: str, policy_cls: Any, tokenizer: Any, model: Any) -> Roll
         run = ForkRunner(lambda: gym.make("toolgym/Calculator-v0"), policy, max_turns=3)
         traces += run_group(run, strategy, seed=100 + gid, group_id=gid, n=4)
     encode = lambda text: list(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
-    batch = traces_to_batch(traces, encode, _format(), pad_id=tokenizer.pad_token_id)
+    batch = traces_to_batch(traces, encode, TraceFormat.of(TINY_FORMAT), pad_id=tokenizer.pad_token_id)
     if name in TAGGED_FORMAT:
         batch = batch.replace(response_text=tagged_responses(batch, boxed=name == "autotir"))
     with torch.no_grad():

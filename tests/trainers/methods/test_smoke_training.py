@@ -22,23 +22,9 @@ from toolgym.trainers.batch import RolloutBatch
 from toolgym.trainers.methods import REGISTRY, build_algorithm
 from toolgym.trainers.methods.strategies import ForkRunner, make_strategy, run_group
 from toolgym.trainers.methods.trace_batch import TraceFormat, traces_to_batch
+from toolgym.trainers.tiny import TINY_FORMAT
 
 METHODS = sorted(name for name in REGISTRY.names() if REGISTRY.get(name).tier in ("B", "C"))
-
-
-@pytest.fixture(scope="module")
-def tiny() -> tuple[Any, Any]:
-    """The project's tiny tokenizer and a random-init tiny Qwen2 (hidden 32, 1 layer) built locally."""
-    from toolgym.trainers.tiny import build_tiny_model, build_tokenizer
-
-    tokenizer = build_tokenizer()
-    return tokenizer, build_tiny_model(tokenizer, hidden=32, layers=1, heads=2, mlp=64, seed=0)
-
-
-def trace_format() -> TraceFormat:
-    from toolgym.trainers.tiny import TINY_FORMAT as F
-
-    return TraceFormat(user=F.user, assistant=F.assistant, tool=F.tool, end=F.end_of_turn)
 
 
 def method_batch(name: str, policy_cls: Any, tokenizer: Any) -> RolloutBatch:
@@ -49,7 +35,7 @@ def method_batch(name: str, policy_cls: Any, tokenizer: Any) -> RolloutBatch:
         run = ForkRunner(lambda: gym.make("toolgym/Calculator-v0"), policy, max_turns=3)
         traces += run_group(run, strategy, seed=100 + gid, group_id=gid, n=4)
     encode = lambda text: list(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
-    return traces_to_batch(traces, encode, trace_format(), pad_id=tokenizer.pad_token_id)
+    return traces_to_batch(traces, encode, TraceFormat.of(TINY_FORMAT), pad_id=tokenizer.pad_token_id)
 
 
 def token_logprobs(model: Any, batch: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,8 +66,8 @@ def fill_learner_fields(model: Any, batch: RolloutBatch) -> RolloutBatch:
 
 
 @pytest.mark.parametrize("name", METHODS)
-def test_method_trains_tiny_model(name: str, tiny: Any, ScriptedCalculatorPolicy: Any) -> None:
-    tokenizer, model = tiny[0], copy.deepcopy(tiny[1])
+def test_method_trains_tiny_model(name: str, tiny_small: Any, ScriptedCalculatorPolicy: Any) -> None:
+    tokenizer, model = tiny_small[0], copy.deepcopy(tiny_small[1])
     before = [p.detach().clone() for p in model.parameters()]
     algo = build_algorithm(name, {"hparams": {"lr": 1e-2}})
     state = algo.init_state()
@@ -106,11 +92,11 @@ def test_method_trains_tiny_model(name: str, tiny: Any, ScriptedCalculatorPolicy
 
 
 @pytest.mark.parametrize("name", ["eapo", "axpo", "hispo", "vspo"])
-def test_method_through_the_project_learner(name: str, tiny: Any, ScriptedCalculatorPolicy: Any) -> None:
+def test_method_through_the_project_learner(name: str, tiny_small: Any, ScriptedCalculatorPolicy: Any) -> None:
     """The same batches through `toolgym.trainers.learner.Learner.rl_step` (what `toolgym train` runs)."""
     from toolgym.trainers.learner import Learner, LearnerConfig
 
-    tokenizer, model = tiny[0], copy.deepcopy(tiny[1])
+    tokenizer, model = tiny_small[0], copy.deepcopy(tiny_small[1])
     before = [p.detach().clone() for p in model.parameters()]
     learner = Learner(model, build_algorithm(name), LearnerConfig(lr=1e-2, max_grad_norm=0.0))
     batch = method_batch(name, ScriptedCalculatorPolicy, tokenizer)

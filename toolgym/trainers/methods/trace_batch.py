@@ -27,6 +27,11 @@ class TraceFormat:
     tool: str = "<|tool|>"
     end: str = "<|eos|>"
 
+    @classmethod
+    def of(cls, fmt: Any) -> TraceFormat:
+        """The markers of a rollout `ChatFormat` (e.g. the tiny model's `TINY_FORMAT`)."""
+        return cls(user=fmt.user, assistant=fmt.assistant, tool=fmt.tool, end=fmt.end_of_turn)
+
 
 @dataclass
 class _Row:
