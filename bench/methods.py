@@ -154,7 +154,6 @@ def train_one(name: str, setup: Setup, before: tuple[float, float]) -> MethodRes
     start = time.perf_counter()
     learner, engine = _learner(name, setup), setup.engine()
     collector, planner = setup.collector(engine), _planner(preset, setup)
-    collector.snapshots = planner.fork_options is not None
     norms, rng = [], np.random.default_rng(cfg.seed)
     for step in range(cfg.steps):
         episodes = _rollouts(collector, planner, setup, rng, step)
@@ -205,7 +204,7 @@ def _rollouts(collector: Any, planner: Any, setup: Setup, rng: Any, step: int) -
     """One step's groups (same budget for every method: a single-stream method gets prompts × group tasks)."""
     import asyncio
 
-    from toolgym.trainers.rollouts.strategy import EngineForks, expand_groups
+    from toolgym.trainers.rollouts.strategy import collect_planned
 
     cfg = setup.cfg
     single = _preset(planner.name).rollout.kind == "single_stream"
@@ -213,9 +212,7 @@ def _rollouts(collector: Any, planner: Any, setup: Setup, rng: Any, step: int) -
     seeds = 1_000_000 + rng.integers(0, 2**30, size=groups)
     specs = [spec for g, s in enumerate(seeds) for spec in planner.group(int(s), step * groups + g, size)]
     params = setup.params(collector, False, seed=cfg.seed * 7919 + step)
-    episodes = collector.collect(specs, params)
-    if planner.fork_options is not None:
-        episodes = expand_groups(planner.fork_options, episodes, EngineForks(collector, params, asyncio.run))
+    episodes = collect_planned(collector, specs, params, planner.fork_options, asyncio.run)
     planner.observe(episodes)
     return episodes
 

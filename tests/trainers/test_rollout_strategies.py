@@ -249,17 +249,14 @@ def test_every_supported_preset_learns_from_collected_episodes(name: str, tiny_s
 
     from toolgym.trainers.learner import Learner, LearnerConfig
     from toolgym.trainers.methods import build_algorithm
-    from toolgym.trainers.rollouts.strategy import EngineForks, expand_groups
+    from toolgym.trainers.rollouts.strategy import collect_planned
 
     tokenizer, model = tiny_small
     size = 1 if REGISTRY.get(name).rollout.kind == "single_stream" else 4
     planner = rollout_planner(_cfg(f"algorithm.name={name}", f"rollout.group_size={size}"))
     collector = RolloutCollector(CalculatorEngine(tokenizer, 3), tokenizer, TINY_FORMAT, LocalEnvPool(ENV))
-    collector.snapshots = planner.fork_options is not None
-    params = collector.sampling(1.0, 64)
-    episodes = collector.collect(planner.group(5, 0, size) + planner.group(6, 1, size), params)
-    if planner.fork_options is not None:
-        episodes = expand_groups(planner.fork_options, episodes, EngineForks(collector, params, asyncio.run))
+    specs = planner.group(5, 0, size) + planner.group(6, 1, size)
+    episodes = collect_planned(collector, specs, collector.sampling(1.0, 64), planner.fork_options, asyncio.run)
     planner.observe(episodes)
     batch = episodes_to_batch(episodes, tokenizer.pad_token_id, reward_key="success")
     assert batch.gold is not None and batch.response_text is not None

@@ -63,15 +63,11 @@ class RolloutWorker:
         `expand`: a fork strategy's options (AXPO): env snapshots are recorded and each group gets
         the forks the strategy's `expand` asks for, run here on the engine and a local env.
         """
+        from toolgym.trainers.rollouts.strategy import collect_planned
+
         params = self.collector.sampling(temperature, max_new_tokens, greedy=greedy, seed=seed)
         start = time.perf_counter()
-        self.collector.snapshots = expand is not None
-        episodes = self.loop.run_until_complete(self.collector.acollect(specs, params))
-        if expand is not None:
-            from toolgym.trainers.rollouts.strategy import EngineForks, expand_groups
-
-            forks = EngineForks(self.collector, params, self.loop.run_until_complete)
-            episodes = expand_groups(expand, episodes, forks)
+        episodes = collect_planned(self.collector, specs, params, expand, self.loop.run_until_complete)
         return episodes, time.perf_counter() - start
 
     def update_weights(self, state_dict: Mapping[str, Any], version: int) -> int:

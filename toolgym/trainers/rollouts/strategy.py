@@ -238,3 +238,15 @@ def expand_groups(options: dict[str, Any], episodes: list[Episode], forks: Engin
                 t.meta["episode"].labels[ELPO_CRITICAL] = float(t.meta.get("critical_turn", -1))
         out += [t.meta["episode"] for t in traces]
     return out
+
+
+def collect_planned(
+    collector: Any, specs: list[Any], params: Any, fork_options: dict[str, Any] | None, run: Any
+) -> list[Episode]:
+    """Roll out `specs` (`run` drives a coroutine to its end); with a fork strategy's options (AXPO, ELPO)
+    env snapshots are recorded and each group gets the forks the strategy's `expand` asks for."""
+    collector.snapshots = fork_options is not None
+    episodes: list[Episode] = run(collector.acollect(specs, params))
+    if fork_options is not None:
+        episodes = expand_groups(fork_options, episodes, EngineForks(collector, params, run))
+    return episodes
