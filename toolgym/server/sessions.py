@@ -165,16 +165,16 @@ class SessionManager:
         ready = self._claim_batch(owner, [(sid, (seed, options)) for sid, seed, options in items], results)
         if not ready:
             return _filled(results)
-        sessions = [session for _, session, _ in ready]
+        sessions, timeout = [session for _, session, _ in ready], self.settings.step_timeout_s * len(ready)
         try:
             outputs = await self.handoff.run(
                 lambda: [self._reset_one(s, seed, options) for _, s, (seed, options) in ready],
-                self.settings.step_timeout_s * len(ready),
+                timeout,
                 lambda: self._release_all(sessions),
             )
         except asyncio.TimeoutError:
             self.counters.step_timeouts += 1
-            message = f"the batch reset did not finish within {self.settings.step_timeout_s * len(ready):g} s"
+            message = f"the batch reset did not finish within {timeout:g} s"
             outputs = [ApiError(408, "step_timeout", message)] * len(ready)
         for (index, _, _), output in zip(ready, outputs, strict=True):
             results[index] = output
