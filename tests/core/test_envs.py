@@ -12,6 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import toolgym  # noqa: F401
+from toolgym.envs.calendar import TASK_KINDS
 from toolgym.envs.registration import ENV_IDS
 
 INFO_KEYS = {"messages", "tool_calls", "reward_components", "turn", "budget", "faults", "episode_id"}
@@ -209,3 +210,36 @@ def test_tool_results_do_not_alias_the_world() -> None:
     _, _, _, _, moved = env.step(f"<tool_call>{json.dumps(move)}</tool_call>")
     assert moved["tool_calls"][0]["ok"]
     assert info["tool_calls"][0]["result"] == listed
+
+
+def test_calendar_world_shape_and_task_kinds() -> None:
+    env = gym.make("toolgym/Calendar-v0", people=3, events=[2, 3], task_kinds=["cancel"])
+    for seed in range(30):
+        obs, _ = env.reset(seed=seed)
+        world = env.unwrapped.task.metadata["world"]
+        assert len(world["people"]) == 3 and 1 <= len(world["events"]) <= 3
+        assert "out sick" in obs  # only cancel tasks
+        for action in env.unwrapped.task.gold_actions:
+            _, reward, terminated, _, _ = env.step(action)
+        assert terminated and reward == 1.0
+    default = gym.make("toolgym/Calendar-v0")
+    default.reset(options={"task_id": "cal-7"})
+    same = gym.make("toolgym/Calendar-v0", people=5, events=[6, 10], task_kinds=list(TASK_KINDS))
+    same.reset(options={"task_id": "cal-7"})
+    assert default.unwrapped.task == same.unwrapped.task  # the defaults are Calendar-v0's tasks
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"people": 1}, "people must be 2 to 10"),
+        ({"events": [4, 2]}, "events must be"),
+        ({"events": [3]}, "pair"),
+        ({"task_kinds": ["lunch"]}, "subset of"),
+        ({"task_kinds": []}, "non-empty"),
+        ({"task_kinds": "cancel"}, "list of kinds"),
+    ],
+)
+def test_calendar_rejects_a_bad_world_shape(kwargs: dict, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        gym.make("toolgym/Calendar-v0", **kwargs)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -170,11 +172,11 @@ def canonical_state(world: World) -> list[tuple[Any, ...]]:
     )
 
 
-def _random_world(rng: np.random.Generator) -> World:
-    people = sorted(str(n) for n in rng.choice(_NAMES, size=5, replace=False))
+def _random_world(rng: np.random.Generator, shape: WorldShape) -> World:
+    people = sorted(str(n) for n in rng.choice(_NAMES, size=shape.people, replace=False))
     world: World = {"people": people, "events": {}, "next_id": 1}
     titles = [str(t) for t in rng.permutation(_TITLES)]
-    for title in titles[: int(rng.integers(6, 11))]:
+    for title in titles[: int(rng.integers(shape.min_events, shape.max_events + 1))]:
         attendees = sorted(str(p) for p in rng.choice(people, size=int(rng.integers(1, 4)), replace=False))
         day, duration = int(rng.integers(5)), int(rng.integers(1, 3))
         starts = free_starts(world, attendees, day, duration)
@@ -248,7 +250,37 @@ def _plan_earliest(world: World, rng: np.random.Generator) -> tuple[str, list[st
     return text, calls
 
 
-_PLANNERS = (_plan_schedule, _plan_move, _plan_cancel, _plan_earliest)
+_PLANNERS = {"schedule": _plan_schedule, "move": _plan_move, "cancel": _plan_cancel, "earliest": _plan_earliest}
+TASK_KINDS = tuple(_PLANNERS)
+
+
+@dataclass(frozen=True)
+class WorldShape:
+    """How tasks are drawn: the world's size and which task kinds occur (the defaults give Calendar-v0's tasks)."""
+
+    people: int = 5
+    min_events: int = 6
+    max_events: int = 10
+    task_kinds: tuple[str, ...] = TASK_KINDS
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.people <= len(_NAMES):
+            raise ValueError(f"people must be 2 to {len(_NAMES)}, got {self.people}")
+        if not 1 <= self.min_events <= self.max_events <= len(_TITLES) - 1:
+            raise ValueError(f"events must be [min, max] with 1 <= min <= max <= {len(_TITLES) - 1}")
+        unknown = sorted(set(self.task_kinds) - set(TASK_KINDS))
+        if unknown or not self.task_kinds:
+            raise ValueError(
+                f"task_kinds must be a non-empty subset of {list(TASK_KINDS)}, got {list(self.task_kinds)}"
+            )
+
+    @classmethod
+    def of(cls, people: int, events: Sequence[int], task_kinds: Sequence[str] | None) -> WorldShape:
+        """The shape from the env's kwargs (`events` is `[min, max]`)."""
+        if isinstance(task_kinds, str) or len(events) != 2:
+            raise ValueError("task_kinds must be a list of kinds and events a [min, max] pair")
+        kinds = tuple(task_kinds) if task_kinds is not None else TASK_KINDS
+        return cls(int(people), int(events[0]), int(events[1]), kinds)
 
 
 def apply_gold(world: World, gold_actions: list[str]) -> World:
@@ -261,12 +293,13 @@ def apply_gold(world: World, gold_actions: list[str]) -> World:
     return result
 
 
-def make_calendar_task(index: int) -> Task:
-    """The task with id `cal-<index>`: a world and a goal, both derived from the index."""
+def make_calendar_task(index: int, shape: WorldShape = WorldShape()) -> Task:
+    """The task with id `cal-<index>`: a world and a goal, both derived from the index (and the world shape)."""
     rng = np.random.default_rng(index)
+    planners = [_PLANNERS[kind] for kind in shape.task_kinds]
     while True:
-        world = _random_world(rng)
-        plan = _PLANNERS[int(rng.integers(len(_PLANNERS)))](world, rng)
+        world = _random_world(rng, shape)
+        plan = planners[int(rng.integers(len(planners)))](world, rng)
         if plan is not None and world["events"]:
             break
     instruction, calls = plan
@@ -308,24 +341,36 @@ class CalendarEnv(ToolEnv):
     Terminates on an answer; truncates after `max_turns` steps.
 
     ## Arguments
-    `max_turns` (default 12), `budget`, `faults`, `render_mode` ("ansi").
+    `max_turns` (default 12); `people` (default 5) and `events` (`[min, max]`, default `[6, 10]`):
+    the world's size; `task_kinds` (default all of "schedule", "move", "cancel", "earliest"): the
+    kinds of task drawn — a small world with one or two kinds suits small models; `budget`,
+    `faults`, `render_mode` ("ansi"). A task id names the same task only under the same shape.
 
     ## Version History
     * v0: initial version.
     """
 
-    def __init__(self, *, max_turns: int = 12, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        max_turns: int = 12,
+        people: int = 5,
+        events: Sequence[int] = (6, 10),
+        task_kinds: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.shape = WorldShape.of(people, events, task_kinds)
         super().__init__(max_turns=max_turns, **kwargs)
         self.world: World = {"people": [], "events": {}, "next_id": 1}
 
     def _make_task(self, rng: np.random.Generator, task_id: str | None) -> Task:
         if task_id is None:
-            task = make_calendar_task(int(rng.integers(2**31)))
+            task = make_calendar_task(int(rng.integers(2**31)), self.shape)
         else:
             prefix, _, number = str(task_id).partition("-")
             if prefix != "cal" or not number.isdigit():
                 raise ValueError(f"Calendar task ids look like 'cal-<non-negative int>', got {task_id!r}")
-            task = make_calendar_task(int(number))
+            task = make_calendar_task(int(number), self.shape)
         self.world = copy.deepcopy(task.metadata["world"])
         return task
 
