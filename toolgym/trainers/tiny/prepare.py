@@ -67,6 +67,8 @@ def prepare_tiny_policy(cfg: TrainConfig, out_dir: str | Path) -> PreparedPolicy
             TINY_FORMAT,
             validate,
             env_id=cfg.env.id,
+            env_kwargs=cfg.env.kwargs,
+            max_tokens=cfg.rollout.max_tokens,
             batch_size=sft.batch_size,
             target=sft.target_success,
             check_every=sft.check_every,

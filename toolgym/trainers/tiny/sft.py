@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,15 +40,22 @@ def oracle_episode(env: Any, seed: int, tokenizer: Any, fmt: ChatFormat, max_tok
     return [slot.task.episode, *(w.episode for w in slot.workers)]
 
 
-def oracle_episodes(env_id: str, seeds: Sequence[int], tokenizer: Any, fmt: ChatFormat) -> list[Episode]:
-    """Oracle episodes for every seed (local env), worker sub-episodes included."""
+def oracle_episodes(
+    env_id: str,
+    seeds: Sequence[int],
+    tokenizer: Any,
+    fmt: ChatFormat,
+    env_kwargs: Mapping[str, Any] | None = None,
+    max_tokens: int = 512,
+) -> list[Episode]:
+    """Oracle episodes for every seed (local env made with `env_kwargs`), worker sub-episodes included."""
     import gymnasium as gym
 
     import toolgym  # noqa: F401
 
-    env = gym.make(env_id)
+    env = gym.make(env_id, **dict(env_kwargs or {}))
     try:
-        return [episode for s in seeds for episode in oracle_episode(env, int(s), tokenizer, fmt)]
+        return [episode for s in seeds for episode in oracle_episode(env, int(s), tokenizer, fmt, max_tokens)]
     finally:
         env.close()
 
@@ -73,6 +80,8 @@ def warm_start(
     validate: Callable[[], float],
     *,
     env_id: str,
+    env_kwargs: Mapping[str, Any] | None = None,
+    max_tokens: int = 512,
     batch_size: int = 64,
     target: float = 0.3,
     check_every: int = 5,
@@ -90,9 +99,12 @@ def warm_start(
     result = SFTResult(steps=0)
     for step in range(1, max_steps + 1):
         seeds = rng.integers(data_seed_offset, 2**31 - 1, size=batch_size)
-        batch = episodes_to_batch(oracle_episodes(env_id, seeds, tokenizer, fmt), tokenizer.pad_token_id)
+        episodes = oracle_episodes(env_id, seeds, tokenizer, fmt, env_kwargs, max_tokens)
+        batch = episodes_to_batch(episodes, tokenizer.pad_token_id)
         metrics = learner.sft_step(batch)
         result.steps = step
+        if step % (10 * check_every) == 0:
+            logger.info("sft step %d loss %.3f", step, metrics["sft/loss"])
         if step % check_every == 0 and metrics["sft/loss"] < check_below_loss:
             success = validate()
             result.checks.append((step, success))
