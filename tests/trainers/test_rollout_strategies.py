@@ -3,6 +3,8 @@ and a clear early error for the rollout kinds the Ray loop cannot make."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -19,9 +21,8 @@ from toolgym.trainers.rollouts.strategy import UnsupportedRollout  # noqa: E402
 from toolgym.trainers.rollouts.to_batch import episodes_to_batch  # noqa: E402
 from toolgym.trainers.tiny import TINY_FORMAT  # noqa: E402
 
-UNSUPPORTED = {  # preset -> words the error must contain
+UNSUPPORTED = {  # preset -> words the error must contain (on the default env, Calculator-v0)
     "matpo": "toolgym/PlannerWorker-v0",
-    "steptool": "offline",
 }
 ENV = "toolgym/Calculator-v0"
 
@@ -200,10 +201,10 @@ def test_elpo_probes_forks_and_labels_the_critical_turn(tiny) -> None:
 
 
 def test_cli_fails_fast_for_an_unsupported_rollout_kind(capsys, tmp_path) -> None:
-    code = main(["train", "algorithm.name=steptool", f"output_dir={tmp_path}"])
+    code = main(["train", "algorithm.name=matpo", f"output_dir={tmp_path}"])
     assert code == 2
     err = capsys.readouterr().err
-    assert "steptool" in err and "offline" in err
+    assert "matpo" in err and "PlannerWorker-v0" in err
     assert not any(tmp_path.iterdir())  # nothing was built or started
 
 
@@ -230,6 +231,47 @@ def test_eapo_trains_one_step_with_tool_free_rollouts(ray_session, tiny_path, tm
     record = next(r for r in read_metrics(cfg.run_dir / "metrics.jsonl") if "rollout/reward_mean" in r)
     assert record["rollout/episodes"] == 8 and record["rollout/tools_off_fraction"] == 0.5
     assert "losses/total" in record and record["losses/grad_norm"] == record["losses/grad_norm"]
+
+
+def test_steptool_trains_on_a_pool_sampled_once(ray_session, tiny_path, tmp_path) -> None:
+    """StepTool's offline setting: every step draws from episodes the starting policy sampled before RL."""
+    cfg = load_config(
+        None,
+        [
+            "algorithm.name=steptool",
+            "rollout.prompts_per_step=2",
+            "rollout.group_size=2",
+            "rollout.offline_episodes=6",
+            "rollout.max_new_tokens=8",
+            "rollout.max_tokens=160",
+            "env.kwargs={max_turns: 2}",
+            "eval.tasks=2",
+            "eval.max_new_tokens=8",
+            "optim.drop_zero_advantage=false",
+            f"model.path={tiny_path}",
+            f"output_dir={tmp_path}",
+            "steps=3",
+        ],
+    )
+    result = train(cfg, progress=False)
+    assert result.steps == 3 and cfg.optim.recompute_old_logprobs  # π_old from the learner, not the old sampler
+    records = [r for r in read_metrics(cfg.run_dir / "metrics.jsonl") if "rollout/reward_mean" in r]
+    assert [r["rollout/episodes"] for r in records] == [4, 4, 4]
+    assert all(r["rollout/policy_version_min"] == 0 for r in records)  # never re-sampled by the updated policy
+    assert all(math.isfinite(r["losses/total"]) for r in records)
+
+
+def test_offline_pool_draws_are_seeded_and_without_replacement() -> None:
+    from toolgym.trainers.rollouts.episode import Episode
+    from toolgym.trainers.rollouts.offline import OfflinePool
+
+    pool = OfflinePool([Episode(seq_id=f"e{i}", group_id=i, seed=i) for i in range(10)], seed=3)
+    first = [ep.seq_id for ep in pool.draw(5, 4)]
+    assert first == [ep.seq_id for ep in pool.draw(5, 4)] and len(set(first)) == 4
+    assert [ep.seq_id for ep in pool.draw(6, 4)] != first or [ep.seq_id for ep in pool.draw(7, 4)] != first
+    assert len(pool.draw(0, 50)) == 10
+    with pytest.raises(ValueError, match="at least one"):
+        OfflinePool([])
 
 
 NO_SIGNAL_HERE = {  # scripted Calculator episodes give these methods no non-zero advantage (not an error)

@@ -90,6 +90,9 @@ class RolloutConfig:
     """0: synchronous; 1: the next batch is sampled while the learner updates (one policy version behind)"""
     train_seed_offset: int = 100_000_000
     """training tasks come from reset seeds at or above this (disjoint from eval and validation)"""
+    offline_episodes: int = 0
+    """offline methods (StepTool): episodes sampled once from the starting policy, from which every step draws
+    prompts_per_step × group_size; 0 means 4 × that"""
     prompt_pool: int = 0
     """tasks a prompt sampler (SPO, VSPO) chooses from: seeds train_seed_offset .. +prompt_pool-1; 0 draws fresh
     seeds every step (a method with a prompt sampler then uses a pool of 1024)"""

@@ -18,6 +18,7 @@ from toolgym.trainers.logging import MetricsWriter, plot_reward_curve
 from toolgym.trainers.ray.launcher import Actors, init_ray, launch, shutdown
 from toolgym.trainers.rollouts.collector import EpisodeSpec
 from toolgym.trainers.rollouts.episode import Episode
+from toolgym.trainers.rollouts.offline import OfflinePool, pool_seeds
 from toolgym.trainers.rollouts.stats import rollout_metrics, success_rate
 from toolgym.trainers.rollouts.strategy import GroupPlanner
 
@@ -156,6 +157,11 @@ def train(cfg: TrainConfig, progress: bool = True, on_line: Callable[[str], None
     """Run SFT warm start (tiny model), evaluation, the RL loop and the final evaluation."""
     say = on_line or (lambda line: logger.info("%s", line))
     planner = rollout_planner(cfg)  # fails fast, before SFT and Ray, for rollouts this loop cannot make
+    if planner.offline and not cfg.optim.recompute_old_logprobs:
+        cfg.optim.recompute_old_logprobs = True
+        planner.notes.append(
+            f"method {planner.name!r} trains on offline episodes: π_old is recomputed by the learner at each update"
+        )
     for note in planner.notes:
         logger.warning("%s", note)
         say(f"note: {note}")
@@ -223,14 +229,22 @@ def _train_loop(
     bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress, desc="RL", unit="step")
     pending = None
     tasks = TaskDraw(cfg, planner)
+    offline = offline_pool(cfg, actors) if planner.offline else None
     while step < cfg.steps and not clock.rl_over(t0):
-        pending = pending or _launch_train(cfg, actors, step, planner, tasks)
-        episodes, rollout_s = gather_rollouts(pending)
-        episodes, draws = tasks.refill(lambda parts: _sample(cfg, actors, parts), episodes, step)
+        if offline is not None:  # StepTool: a draw from the fixed episodes, no rollout
+            episodes, rollout_s, draws = (
+                offline.draw(step, cfg.rollout.prompts_per_step * cfg.rollout.group_size),
+                0.0,
+                0,
+            )
+        else:
+            pending = pending or _launch_train(cfg, actors, step, planner, tasks)
+            episodes, rollout_s = gather_rollouts(pending)
+            episodes, draws = tasks.refill(lambda parts: _sample(cfg, actors, parts), episodes, step)
         tasks.observe(episodes)
         planner.observe(episodes)
         learner_ref = actors.learner.step.remote(episodes)
-        overlap = cfg.rollout.off_policy_steps > 0 and step + 1 < cfg.steps
+        overlap = offline is None and cfg.rollout.off_policy_steps > 0 and step + 1 < cfg.steps
         pending = (
             _launch_train(cfg, actors, step + 1, planner, tasks) if overlap else None
         )  # runs while the learner updates
@@ -258,6 +272,17 @@ def _train_loop(
     save_checkpoint(actors, cfg.run_dir, step, before)
     plot_reward_curve(cfg.run_dir / "metrics.jsonl", cfg.run_dir / "reward_curve.png")
     return TrainResult(cfg.run_dir, before, after, step, sft_steps, {"sft": sft_s, "rl": rl_s})
+
+
+def offline_pool(cfg: TrainConfig, actors: Actors) -> OfflinePool:
+    """An offline method's episodes: `rollout.offline_episodes` (default 4 steps' worth) sampled once now."""
+    per_step = cfg.rollout.prompts_per_step * cfg.rollout.group_size
+    size = cfg.rollout.offline_episodes or 4 * per_step
+    seeds = pool_seeds(cfg.rollout.train_seed_offset, -(-size // cfg.rollout.group_size), cfg.seed)
+    parts = train_specs(cfg, 0, None, seeds)
+    episodes, _ = run_rollouts(actors, parts, cfg.rollout.temperature, cfg.rollout.max_new_tokens, seed=cfg.seed)
+    logger.info("offline pool: %d episodes sampled from the starting policy", len(episodes))
+    return OfflinePool(episodes[:size], cfg.seed)
 
 
 def _launch_train(cfg: TrainConfig, actors: Actors, step: int, planner: GroupPlanner, tasks: TaskDraw) -> list[Any]:

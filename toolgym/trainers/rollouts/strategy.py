@@ -8,9 +8,7 @@ from typing import Any
 from toolgym.trainers.rollouts.collector import EpisodeSpec
 from toolgym.trainers.rollouts.episode import Episode
 
-UNSUPPORTED_KINDS = {
-    "offline": "it trains on fixed offline trajectories (StepTool), while `toolgym train` samples online rollouts",
-}
+UNSUPPORTED_KINDS: dict[str, str] = {}
 UNSUPPORTED_STRATEGIES: dict[str, str] = {}
 FORK_STRATEGIES = frozenset({"axpo_resample", "elpo_binary_search"})  # run by the rollout workers on local envs
 APPLIED_OPTIONS = frozenset({"strategy", "strategy_cfg", "n_tools_off", "hidden_pool", "ref_topk", "worker_tool"})
@@ -117,6 +115,8 @@ class GroupPlanner:
         self.notes = approximations(preset)
         self.prompt_sampler = preset.prompt_sampler is not None
         """the method chooses its tasks with a prompt sampler (the driver asks the learner, which holds its state)"""
+        self.offline = preset.rollout.kind == "offline"
+        """the method trains on a fixed pool of episodes sampled once from the starting policy (StepTool)"""
         self._group_filter = preset.group_filter
         self.strategy = _make_strategy(preset, group_size)
         self.tools_off = getattr(self.strategy, "n_off", 0)

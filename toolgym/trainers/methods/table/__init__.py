@@ -56,9 +56,11 @@ demonstrations (tasks no rollout of a group solved) run there. AXPO's resamples 
 run in the rollout workers with local envs: they record `get_state()` before every step and fork on
 the engine (`toolgym.trainers.rollouts.collector.afork`). It fails at start, naming the reason, for
 what its Ray workers cannot sample: forks over HTTP (AXPO, ELPO with `env.server_url`), rewards scored
-against the task's gold (MatchTIR, AutoTIR, TAPO) over HTTP, `offline` (StepTool) rollouts,
-`planner_worker` (MATPO) rollouts on any env but `toolgym/PlannerWorker-v0`, and `single_stream`
-(SPO) unless `rollout.group_size=1`. MATPO's worker sub-episodes come from that env (local or over
+against the task's gold (MatchTIR, AutoTIR, TAPO) over HTTP, `planner_worker` (MATPO) rollouts on
+any env but `toolgym/PlannerWorker-v0`, and `single_stream` (SPO) unless `rollout.group_size=1`.
+StepTool's `offline` kind trains on a fixed pool: `rollout.offline_episodes` episodes (default four
+steps' worth) sampled once by the starting policy before RL, from which every step draws its batch,
+with π_old recomputed by the learner (as TRL's PPO step does in the StepTool code). MATPO's worker sub-episodes come from that env (local or over
 HTTP): each planner call to its `worker` tool opens a worker context (`info["context"] == "new"`)
 that the collector records as an episode of its own, linked to its planner (`parent_id`,
 `role`), whose answer goes back to the planner as the tool response. Flow-GRPO's `per_turn` kind
