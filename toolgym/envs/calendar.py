@@ -204,7 +204,7 @@ def _plan_schedule(world: World, rng: np.random.Generator) -> tuple[str, list[st
     )
     calls = [
         _call("find_free_slots", attendees=people, day=day, duration=duration),
-        _call("create_event", title=title, day=day, start=starts[0], duration=duration, attendees=sorted(people)),
+        _call("create_event", title=title, day=day, start=starts[0], duration=duration, attendees=people),
     ]
     return text, calls
 
