@@ -243,3 +243,17 @@ def test_calendar_world_shape_and_task_kinds() -> None:
 def test_calendar_rejects_a_bad_world_shape(kwargs: dict, words: str) -> None:
     with pytest.raises(ValueError, match=words):
         gym.make("toolgym/Calendar-v0", **kwargs)
+
+
+def test_calculator_task_answers_are_the_expressions_values() -> None:
+    """The generator tracks each problem's value as it writes it; it must agree with reading the text."""
+    from toolgym.envs.calculator import evaluate_expression, make_calculator_task
+
+    for index in range(3000):
+        task = make_calculator_task(index)
+        expression = task.metadata["expression"]
+        assert task.answer == str(evaluate_expression(expression)), expression
+        assert (
+            task.gold_actions[0]
+            == f"<tool_call>{json.dumps({'name': 'calculator', 'arguments': {'expression': expression}})}</tool_call>"
+        )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import operator
 import random
 import re
@@ -110,31 +109,40 @@ def calculator(expression: str) -> str:
     Args:
         expression: The expression, e.g. "(12 + 7) * 3 - 5". Supports + - * / // % ** and parentheses.
     """
-    value = evaluate_expression(expression)
+    return _format_value(evaluate_expression(expression))
+
+
+def _format_value(value: int | float) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
 
 
-def generate_expression(rng: random.Random) -> str:
-    """A random expression of 1–3 operations over integers 1–99, with parentheses where they matter."""
-    text = str(rng.randint(1, 99))
+def generate_expression(rng: random.Random) -> tuple[str, int]:
+    """A random expression of 1–3 operations over integers 1–99, with parentheses where they matter, and its value."""
+    value = rng.randint(1, 99)
+    text = str(value)
     for _ in range(rng.randint(1, 3)):
         op = rng.choice(_OPERATORS)
-        operand = str(rng.randint(1, 99))
+        operand = rng.randint(1, 99)
         wrap = " " in text and (op == "*" or rng.random() < 0.3)
         left = f"({text})" if wrap else text
-        text = f"{operand} {op} {left}" if rng.random() < 0.2 else f"{left} {op} {operand}"
-    return text
+        if rng.random() < 0.2:
+            text, value = f"{operand} {op} {left}", _APPLY[op](operand, value)
+            if op == "-" and not wrap and " " in left:  # "7 - 3 + 2" is not 7 - (3 + 2): read it as written
+                value = cast(int, evaluate_expression(text))
+        else:
+            text, value = f"{left} {op} {operand}", _APPLY[op](value, operand)
+    return text, value
 
 
 def make_calculator_task(index: int) -> Task:
     """The task with id `calc-<index>`: the same index always gives the same problem."""
     rng = random.Random(index)
-    expression = generate_expression(rng)
+    expression, value = generate_expression(rng)
     instruction = rng.choice(_TEMPLATES).format(e=expression)
-    answer = calculator(expression=expression)
-    call = json.dumps({"name": "calculator", "arguments": {"expression": expression}})
+    answer = str(value)
+    call = '{"name": "calculator", "arguments": {"expression": "' + expression + '"}}'  # what json.dumps writes
     return Task(
         id=f"calc-{index}",
         instruction=instruction,
