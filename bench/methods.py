@@ -12,7 +12,8 @@ on a second env (`--world-env`).
     python bench/methods.py --steps 20 --methods grpo,otc_grpo,hdpo --out runs/bench_methods
 
 Writes `<out>/methods.md` (the Markdown table, also printed), `<out>/methods.png` and
-`<out>/results.json`. StepTool (offline trajectories) is listed with the reason instead of a number.
+`<out>/results.json`. StepTool trains on offline episodes: four steps' worth sampled once by the warm
+start, from which each step draws its batch.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-EFFICIENCY_METHODS = ("otc_grpo", "hdpo", "eapo", "toolrla", "aspo")
-UNSUPPORTED_KINDS = {"offline": "offline trajectories (StepTool)"}
+EFFICIENCY_METHODS = ("otc_grpo", "otc_ppo", "hdpo", "eapo", "akbe", "toolrla", "aspo")
+UNSUPPORTED_KINDS: dict[str, str] = {}
 PLANNER_WORKER = "toolgym/PlannerWorker-v0"
 
 
@@ -47,6 +48,20 @@ class BenchConfig:
     max_turns: int = 3
     seed: int = 0
     env_id: str = "toolgym/Calculator-v0"
+    # The world env: a Calendar small enough for the tiny char-level model (3 people, 2-3 events,
+    # schedule and cancel tasks). Its calls are long (create_event spells out title, day, hours and
+    # attendees: ~140 characters), so a turn may write more tokens and an episode hold more.
+    world_kwargs: dict[str, Any] = field(
+        default_factory=lambda: {"people": 3, "events": [2, 3], "task_kinds": ["schedule", "cancel"]}
+    )
+    world_max_turns: int = 5
+    world_max_new_tokens: int = 160
+    world_max_tokens: int = 1024
+    # Its warm start: longer episodes, so smaller SFT batches (more updates per minute) and more of them.
+    world_sft_batch: int = 16
+    world_sft_steps: int = 1500
+    world_sft_check_every: int = 25  # a greedy validation of 128 Calendar tasks costs ~15 s: not every 5 steps
+    sft_threads: int = 1
 
 
 @dataclass
@@ -82,10 +97,17 @@ def env_of(name: str, env_id: str) -> tuple[str, dict[str, Any]]:
 
 
 def env_kwargs(env_id: str, cfg: BenchConfig, inner: dict[str, Any]) -> dict[str, Any]:
-    """Constructor kwargs: the turn limit (on the inner env of the planner-worker env)."""
+    """Constructor kwargs: the turn limit (on the inner env of the planner-worker env); the world env's shape."""
     if env_id == PLANNER_WORKER:
         return {**inner, "env_kwargs": {"max_turns": cfg.max_turns + 2}}
+    if is_world(env_id, cfg):
+        return {**inner, **cfg.world_kwargs, "max_turns": cfg.world_max_turns}
     return {**inner, "max_turns": cfg.max_turns}
+
+
+def is_world(env_id: str, cfg: BenchConfig) -> bool:
+    """Whether `env_id` is the second (world) env rather than the one every method trains on."""
+    return env_id not in (cfg.env_id, PLANNER_WORKER)
 
 
 def evaluate(collector: Any, params: Any, seeds: range) -> tuple[float, float]:
@@ -108,6 +130,7 @@ class Setup:
         from toolgym.trainers.tiny.prepare import prepare_tiny_policy
         from toolgym.trainers.tiny.tokenizer import load_tokenizer
 
+        self.cfg = cfg
         self.env_id, self.kwargs = (
             env_id,
             env_kwargs(env_id, cfg, {} if env_id != PLANNER_WORKER else {"env_id": cfg.env_id}),
@@ -121,19 +144,34 @@ class Setup:
             train_cfg.env.id, train_cfg.env.kwargs = env_id, dict(self.kwargs)
             train_cfg.model.sft.target_success, train_cfg.model.sft.validation_tasks = 0.3, 128
             train_cfg.model.sft.max_steps, train_cfg.eval.max_new_tokens = 400, self.max_new_tokens(cfg)
+            train_cfg.rollout.max_tokens, train_cfg.threads = self.max_tokens(cfg), cfg.sft_threads
+            if is_world(env_id, cfg):
+                sft = train_cfg.model.sft
+                sft.batch_size, sft.max_steps, sft.check_every = (
+                    cfg.world_sft_batch,
+                    cfg.world_sft_steps,
+                    cfg.world_sft_check_every,
+                )
             self.path = prepare_tiny_policy(train_cfg, out / "sft_model").path
-        self.tokenizer, self.fmt, self.cfg = load_tokenizer(str(self.path)), TINY_FORMAT, cfg
+        self.tokenizer, self.fmt = load_tokenizer(str(self.path)), TINY_FORMAT
 
     def max_new_tokens(self, cfg: BenchConfig) -> int:
-        """A turn's token cap: a planner's delegation spells the worker call out character by character."""
-        return 128 if self.env_id == PLANNER_WORKER else cfg.max_new_tokens
+        """A turn's token cap: a planner's delegation and a world env's calls are spelled out character by character."""
+        if self.env_id == PLANNER_WORKER:
+            return 128
+        return cfg.world_max_new_tokens if is_world(self.env_id, cfg) else cfg.max_new_tokens
+
+    def max_tokens(self, cfg: BenchConfig) -> int:
+        """An episode's token cap."""
+        return cfg.world_max_tokens if is_world(self.env_id, cfg) else 512
 
     def collector(self, engine: Any) -> Any:
         """A collector over local envs of this setup's env."""
         from toolgym.trainers.rollouts.collector import RolloutCollector
         from toolgym.trainers.rollouts.envs import LocalEnvPool
 
-        return RolloutCollector(engine, self.tokenizer, self.fmt, LocalEnvPool(self.env_id, self.kwargs))
+        pool = LocalEnvPool(self.env_id, self.kwargs)
+        return RolloutCollector(engine, self.tokenizer, self.fmt, pool, max_tokens=self.max_tokens(self.cfg))
 
     def engine(self) -> Any:
         from toolgym.trainers.engines.hf import TransformersEngine
@@ -155,8 +193,11 @@ def train_one(name: str, setup: Setup, before: tuple[float, float]) -> MethodRes
     learner, engine = _learner(name, setup), setup.engine()
     collector, planner = setup.collector(engine), _planner(preset, setup)
     norms, rng = [], np.random.default_rng(cfg.seed)
+    offline = _offline_pool(collector, planner, setup, rng) if planner.offline else None
     for step in range(cfg.steps):
-        episodes = _rollouts(collector, planner, setup, rng, step)
+        episodes = (
+            offline.draw(step, cfg.prompts * cfg.group) if offline else _rollouts(collector, planner, setup, rng, step)
+        )
         result.reward_curve.append(_success(episodes))
         metrics = learner.rl_step(_batch(episodes, setup))
         norms.append(metrics.get("losses/grad_norm", math.nan))
@@ -187,7 +228,11 @@ def _learner(name: str, setup: Setup) -> Any:
     model = AutoModelForCausalLM.from_pretrained(str(setup.path))
     forbidden = tuple(setup.fmt.forbidden_ids(setup.tokenizer))
     config = LearnerConfig(
-        lr=setup.cfg.lr, temperature=setup.cfg.temperature, max_grad_norm=0.0, forbidden_ids=forbidden
+        lr=setup.cfg.lr,
+        temperature=setup.cfg.temperature,
+        max_grad_norm=0.0,
+        forbidden_ids=forbidden,
+        recompute_old_logprobs=_preset(name).rollout.kind == "offline",  # StepTool: π_old of the current policy
     )
     return Learner(model, build_algorithm(name), config)
 
@@ -215,6 +260,14 @@ def _rollouts(collector: Any, planner: Any, setup: Setup, rng: Any, step: int) -
     episodes = collect_planned(collector, specs, params, planner.fork_options, asyncio.run)
     planner.observe(episodes)
     return episodes
+
+
+def _offline_pool(collector: Any, planner: Any, setup: Setup, rng: Any) -> Any:
+    """StepTool's offline episodes: four steps' worth sampled once by the warm start, then drawn from each step."""
+    from toolgym.trainers.rollouts.offline import OfflinePool
+
+    episodes = [ep for k in range(4) for ep in _rollouts(collector, planner, setup, rng, 10_000 + k)]
+    return OfflinePool(episodes, setup.cfg.seed)
 
 
 def _batch(episodes: list[Any], setup: Setup) -> Any:
@@ -312,12 +365,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--methods", default="", help="comma-separated presets (default: grpo + Tier A + Tier B)")
     parser.add_argument("--world-env", default="toolgym/Calendar-v0", help="env for tool-efficiency methods ('' skips)")
+    parser.add_argument(
+        "--world-kwargs", type=json.loads, default=None, help="JSON kwargs of the world env (default: a small Calendar)"
+    )
     parser.add_argument("--env", default=BenchConfig.env_id, help="env every listed method trains on")
     parser.add_argument("--out", default="runs/bench_methods")
     parser.add_argument("--model", default="", help="a warm-started tiny model folder (default: SFT one into --out)")
     for f in ("steps", "prompts", "group", "eval_tasks", "seed"):
         parser.add_argument(f"--{f.replace('_', '-')}", type=int, default=getattr(BenchConfig, f))
     parser.add_argument("--lr", type=float, default=BenchConfig.lr)
+    parser.add_argument("--sft-threads", type=int, default=1, help="torch threads of the warm starts")
     parser.add_argument("--report-only", action="store_true", help="render <out>/results.json (e.g. a partial run)")
     args = parser.parse_args()
     import torch
@@ -331,7 +388,10 @@ def main() -> int:
         lr=args.lr,
         seed=args.seed,
         env_id=args.env,
+        sft_threads=args.sft_threads,
     )
+    if args.world_kwargs is not None:
+        cfg.world_kwargs = args.world_kwargs
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.report_only:
