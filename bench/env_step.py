@@ -4,6 +4,8 @@ The episode (from ../shared/reference/peers.md): a problem "((a+b)*c)-d", three 
 then the answer — four steps. Every library parses the same Hermes `<tool_call>` text and evaluates
 with the same arithmetic function; toolgym additionally validates the arguments against the tool's
 JSON Schema and writes its full info records. Libraries that are not installed are skipped.
+"floor" is the contract written inline with no env object (see `run_contract_floor`): what any
+implementation pays for parsing, validating and writing the records, the question given.
 Run: `OMP_NUM_THREADS=1 python bench/env_step.py [--episodes 500] [--rounds 5]`.
 """
 
@@ -61,6 +63,49 @@ def run_toolgym(episodes: list[Episode]) -> int:
         env.reset()
         for action in actions:
             env.step(action)
+            steps += 1
+    return steps
+
+
+def run_contract_floor(episodes: list[Episode]) -> int:
+    """The least work toolgym's step contract asks for, written inline with no env object: parse the call,
+    validate its arguments, evaluate, and write the tool-call record, the two OpenAI messages and the info
+    dict. Not a library: the floor any implementation of the contract pays in CPython (question given)."""
+    steps = 0
+    for number, (question, actions, answer) in enumerate(episodes):
+        episode_id = f"episode-{number}"
+        messages: list[dict[str, Any]] = [{"role": "system", "content": "tools"}, {"role": "user", "content": question}]
+        for turn, action in enumerate(actions, 1):
+            match = _CALL.search(action)
+            if match is not None:
+                payload = json.loads(match.group(1))
+                arguments = payload["arguments"]
+                if (
+                    type(arguments) is not dict
+                    or set(arguments) != {"expression"}
+                    or type(arguments["expression"]) is not str
+                ):
+                    raise ValueError("invalid arguments")
+                result = str(evaluate_expression(arguments["expression"]))
+                call_id = f"call_{turn}_0"
+                record = {"id": call_id, "name": payload["name"], "arguments": arguments, "ok": True, "result": result}
+                function = {"name": payload["name"], "arguments": json.dumps(arguments)}
+                step = [
+                    {
+                        "role": "assistant",
+                        "content": action,
+                        "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+                    },
+                    {"role": "tool", "tool_call_id": call_id, "content": result},
+                ]
+                records, components = [record], {}
+            else:
+                given = _ANSWER.search(action)
+                components = {"success": float(given is not None and given.group(1).strip() == answer)}
+                step, records = [{"role": "assistant", "content": action}], []
+            info = {"messages": step, "tool_calls": records, "reward_components": components, "turn": turn}
+            info.update(budget={}, faults=[], episode_id=episode_id)
+            messages.extend(step)
             steps += 1
     return steps
 
@@ -179,6 +224,7 @@ def main() -> None:
     episodes = scripted_episodes(args.episodes)
     runners: dict[str, Callable[[list[Episode]], int] | None] = {
         "toolgym": run_toolgym,
+        "floor": run_contract_floor,
         "gem": make_gem_runner(),
         "skyrl-gym": make_skyrl_runner(),
     }
@@ -188,6 +234,8 @@ def main() -> None:
     results = {name: cpu_per_step(r, episodes, args.rounds) for name, r in runners.items() if r is not None}
     for name, seconds in results.items():
         print(f"{name:10s} {seconds * 1e6:8.1f} µs CPU/step  ({1 / seconds:,.0f} steps per CPU-second)")
+    if "gem" in results:
+        print(f"ratio contract floor/gem: {results['floor'] / results['gem']:.2f}  (the least the contract costs)")
     for name in ("gem", "skyrl-gym"):
         if name in results:
             print(f"ratio toolgym/{name}: {results['toolgym'] / results[name]:.2f}  (target for gem: <= 1.0)")
