@@ -334,23 +334,27 @@ def largest_drop(curve: list[float]) -> float:
 
 
 def plot(results: list[MethodResult], path: Path) -> None:
-    """Final success (bars) and per-step rollout success (lines) for each method."""
+    """Final success (bars) and, one panel per env, each method's rollout success per step."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     done = [r for r in results if not r.skipped]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5))
-    ax1.barh([f"{r.method} ({r.env_id.split('/')[-1]})" for r in done], [r.success_after for r in done])
-    ax1.set_xlabel("greedy success after RL")
-    for r in done:
-        ax2.plot(r.reward_curve, label=r.method, linewidth=2.5 if r.method == "grpo" else 1.0)
-    ax2.set_xlabel("RL step")
-    ax2.set_ylabel("rollout success")
-    ax2.legend(fontsize=6, ncol=2)
+    envs = list(dict.fromkeys(r.env_id for r in done))
+    fig, axes = plt.subplots(1, 1 + len(envs), figsize=(7 + 6 * len(envs), 6), squeeze=False)
+    bars = axes[0][0]
+    bars.barh([f"{r.method} ({r.env_id.split('/')[-1]})" for r in done], [r.success_after for r in done])
+    bars.set_xlabel("greedy success after RL")
+    for ax, env_id in zip(axes[0][1:], envs, strict=True):
+        for r in (r for r in done if r.env_id == env_id):
+            ax.plot(r.reward_curve, label=r.method, linewidth=2.5 if r.method == "grpo" else 1.0)
+        ax.set_title(env_id)
+        ax.set_xlabel("RL step")
+        ax.set_ylabel("rollout success")
+        ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
 
 
 def default_methods() -> list[str]:
