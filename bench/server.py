@@ -366,6 +366,7 @@ def report(results: dict[str, Any]) -> None:
     _ratio(med, "WebSocket sequential / OpenEnv WebSocket", "ws_seq/toolgym", "ws_seq/openenv", None)
     _ratio(med, "stateful REST sequential / bare HTTP echo", "rest_seq/toolgym", "rest_seq/echo", None)
     _ratio(med, "stateful REST sequential / OpenEnv WebSocket", "rest_seq/toolgym", "ws_seq/openenv", 1.0)
+    _ratio(med, "  ceiling: bare HTTP echo / OpenEnv WebSocket", "rest_seq/echo", "ws_seq/openenv", None)
     _ratio(med, "16 clients WebSocket / OpenEnv 16 clients WebSocket", "conc16_ws/toolgym", "conc16_ws/openenv", 2.0)
     _ratio(med, "16 clients REST / OpenEnv 16 clients WebSocket", "conc16_rest/toolgym", "conc16_ws/openenv", None)
     _ratio(med, "16 clients WebSocket / bare echo 16 clients", "conc16_ws/toolgym", "conc16_ws/echo", None)
