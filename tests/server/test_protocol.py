@@ -74,6 +74,18 @@ def test_episode_is_played_and_persisted(api: httpx.Client) -> None:
     assert (session["episode_index"], session["step_index"], session["episode_done"]) == (0, 2, True)
 
 
+def test_a_reset_closes_the_unfinished_episode_and_leaves_finished_ones(api: httpx.Client) -> None:
+    session_id = new_session(api, seed=3)
+    reset(api, session_id)
+    step(api, session_id, "<answer>1</answer>")  # terminated
+    reset(api, session_id)
+    step(api, session_id, '<tool_call>{"name": "calculator", "arguments": {"expression": "1 + 1"}}</tool_call>')
+    reset(api, session_id)  # the second episode was still running
+    episodes = api.get(f"/v1/sessions/{session_id}/trajectory").json()["episodes"]
+    assert [e["status"] for e in episodes] == ["terminated", "closed", "running"]
+    assert episodes[1]["ended_at"] is not None and episodes[2]["ended_at"] is None
+
+
 def test_same_seed_same_episode_and_reset_options(api: httpx.Client) -> None:
     a, b = new_session(api, seed=5), new_session(api, seed=None)
     assert reset(api, a) == reset(api, b, seed=5)

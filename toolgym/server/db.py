@@ -108,7 +108,7 @@ def _statements(mark: str) -> dict[str, str]:
         "insert_step": insert_sql("toolgym_step", STEP_COLUMNS),
         "insert_episode": insert_sql("toolgym_episode", EPISODE_COLUMNS) + " RETURNING id",
         "end_running": f"UPDATE toolgym_episode SET status = {mark}, ended_at = {mark} "
-        f"WHERE session_id = {mark} AND status = 'running'",
+        f"WHERE id = {mark} AND status = 'running'",
         "end_episode": f"UPDATE toolgym_episode SET status = {mark}, total_reward = {mark}, ended_at = {mark} "
         f"WHERE id = {mark}",
     }
@@ -198,10 +198,12 @@ class Store:
         with self._write() as conn:
             conn.execute(insert(SESSIONS), [row])
 
-    def start_episode(self, row: JsonDict) -> int:
-        """Record a reset: the session's running episode (if any) is closed, a new one starts."""
+    def start_episode(self, row: JsonDict, previous: int | None = None) -> int:
+        """Record a reset: the session's previous episode (row id `previous`) is closed if it still runs,
+        a new one starts. By row id: a session's episode count does not slow its resets down."""
         with self._raw() as cursor:
-            cursor.execute(self._sql["end_running"], ("closed", row["started_at"], row["session_id"]))
+            if previous is not None:
+                cursor.execute(self._sql["end_running"], ("closed", row["started_at"], previous))
             cursor.execute(self._sql["insert_episode"], tuple(row[c] for c in EPISODE_COLUMNS))
             return int(cursor.fetchone()[0])
 

@@ -128,7 +128,7 @@ def reset_session(store: Store, session: LiveSession, seed: int | None, options:
         "total_reward": 0.0,
         "started_at": started,
     }
-    session.episode_row = store.start_episode(row)
+    session.episode_row = store.start_episode(row, session.episode_row)
     session.episode_index += 1
     session.step_index, session.done, session.total_reward = 0, False, 0.0
     return b'{"observation":' + dumps(observation).encode() + b',"info":' + info_json.encode() + b"}"
