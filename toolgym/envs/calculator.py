@@ -109,10 +109,7 @@ def calculator(expression: str) -> str:
     Args:
         expression: The expression, e.g. "(12 + 7) * 3 - 5". Supports + - * / // % ** and parentheses.
     """
-    return _format_value(evaluate_expression(expression))
-
-
-def _format_value(value: int | float) -> str:
+    value = evaluate_expression(expression)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
