@@ -264,9 +264,10 @@ def _rollouts(collector: Any, planner: Any, setup: Setup, rng: Any, step: int) -
 
 def _offline_pool(collector: Any, planner: Any, setup: Setup, rng: Any) -> Any:
     """StepTool's offline episodes: four steps' worth sampled once by the warm start, then drawn from each step."""
-    from toolgym.trainers.rollouts.offline import OfflinePool
+    from toolgym.trainers.rollouts.offline import DEFAULT_POOL_STEPS, OfflinePool
 
-    episodes = [ep for k in range(4) for ep in _rollouts(collector, planner, setup, rng, 10_000 + k)]
+    steps = range(10_000, 10_000 + DEFAULT_POOL_STEPS)
+    episodes = [ep for k in steps for ep in _rollouts(collector, planner, setup, rng, k)]
     return OfflinePool(episodes, setup.cfg.seed)
 
 

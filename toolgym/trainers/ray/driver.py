@@ -18,7 +18,7 @@ from toolgym.trainers.logging import MetricsWriter, plot_reward_curve
 from toolgym.trainers.ray.launcher import Actors, init_ray, launch, shutdown
 from toolgym.trainers.rollouts.collector import EpisodeSpec
 from toolgym.trainers.rollouts.episode import Episode
-from toolgym.trainers.rollouts.offline import OfflinePool, pool_seeds
+from toolgym.trainers.rollouts.offline import DEFAULT_POOL_STEPS, OfflinePool, pool_seeds
 from toolgym.trainers.rollouts.stats import rollout_metrics, success_rate
 from toolgym.trainers.rollouts.strategy import GroupPlanner
 
@@ -275,9 +275,9 @@ def _train_loop(
 
 
 def offline_pool(cfg: TrainConfig, actors: Actors) -> OfflinePool:
-    """An offline method's episodes: `rollout.offline_episodes` (default 4 steps' worth) sampled once now."""
+    """An offline method's episodes: `rollout.offline_episodes` (default four steps' worth) sampled once now."""
     per_step = cfg.rollout.prompts_per_step * cfg.rollout.group_size
-    size = cfg.rollout.offline_episodes or 4 * per_step
+    size = cfg.rollout.offline_episodes or DEFAULT_POOL_STEPS * per_step
     seeds = pool_seeds(cfg.rollout.train_seed_offset, -(-size // cfg.rollout.group_size), cfg.seed)
     parts = train_specs(cfg, 0, None, seeds)
     episodes, _ = run_rollouts(actors, parts, cfg.rollout.temperature, cfg.rollout.max_new_tokens, seed=cfg.seed)

@@ -8,6 +8,9 @@ import numpy as np
 
 from toolgym.trainers.rollouts.episode import Episode
 
+DEFAULT_POOL_STEPS = 4
+"""an offline pool holds this many steps' worth of episodes unless told otherwise"""
+
 
 class OfflinePool:
     """A fixed set of episodes; each step trains on a seeded draw of them (without replacement within a step).
