@@ -208,24 +208,24 @@ def test_cli_fails_fast_for_an_unsupported_rollout_kind(capsys, tmp_path) -> Non
     assert not any(tmp_path.iterdir())  # nothing was built or started
 
 
+def _short_run(tiny_path, tmp_path, *overrides: str):
+    """A few-step `toolgym train` config on the tiny model: 2 groups, short turns, 2 eval tasks."""
+    common = [
+        "rollout.prompts_per_step=2",
+        "rollout.max_new_tokens=8",
+        "rollout.max_tokens=160",
+        "env.kwargs={max_turns: 2}",
+        "eval.tasks=2",
+        "eval.max_new_tokens=8",
+        "optim.drop_zero_advantage=false",
+        f"model.path={tiny_path}",
+        f"output_dir={tmp_path}",
+    ]
+    return load_config(None, [*common, *overrides])
+
+
 def test_eapo_trains_one_step_with_tool_free_rollouts(ray_session, tiny_path, tmp_path) -> None:
-    cfg = load_config(
-        None,
-        [
-            "algorithm.name=eapo",
-            "rollout.prompts_per_step=2",
-            "rollout.group_size=4",
-            "rollout.max_new_tokens=8",
-            "rollout.max_tokens=160",
-            "env.kwargs={max_turns: 2}",
-            "eval.tasks=2",
-            "eval.max_new_tokens=8",
-            "optim.drop_zero_advantage=false",
-            f"model.path={tiny_path}",
-            f"output_dir={tmp_path}",
-            "steps=1",
-        ],
-    )
+    cfg = _short_run(tiny_path, tmp_path, "algorithm.name=eapo", "rollout.group_size=4", "steps=1")
     result = train(cfg, progress=False)
     assert result.steps == 1
     record = next(r for r in read_metrics(cfg.run_dir / "metrics.jsonl") if "rollout/reward_mean" in r)
@@ -235,23 +235,8 @@ def test_eapo_trains_one_step_with_tool_free_rollouts(ray_session, tiny_path, tm
 
 def test_steptool_trains_on_a_pool_sampled_once(ray_session, tiny_path, tmp_path) -> None:
     """StepTool's offline setting: every step draws from episodes the starting policy sampled before RL."""
-    cfg = load_config(
-        None,
-        [
-            "algorithm.name=steptool",
-            "rollout.prompts_per_step=2",
-            "rollout.group_size=2",
-            "rollout.offline_episodes=6",
-            "rollout.max_new_tokens=8",
-            "rollout.max_tokens=160",
-            "env.kwargs={max_turns: 2}",
-            "eval.tasks=2",
-            "eval.max_new_tokens=8",
-            "optim.drop_zero_advantage=false",
-            f"model.path={tiny_path}",
-            f"output_dir={tmp_path}",
-            "steps=3",
-        ],
+    cfg = _short_run(
+        tiny_path, tmp_path, "algorithm.name=steptool", "rollout.group_size=2", "rollout.offline_episodes=6", "steps=3"
     )
     result = train(cfg, progress=False)
     assert result.steps == 3 and cfg.optim.recompute_old_logprobs  # π_old from the learner, not the old sampler
